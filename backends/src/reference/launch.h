@@ -1,0 +1,63 @@
+#pragma once
+// Host-side launchers of the reference kernels. Dtypes are runtime values here; each launcher
+// dispatches to the compiled instantiations and throws kUnsupported for any other combination.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <span>
+
+#include "freezeframe/core/tensor.h"
+
+namespace freezeframe::reference {
+
+/// Writes key/value rows [T_kv, H_kv, D] into the paged cache halves k_cache / v_cache
+/// ([num_blocks, block_size, H_kv, D] with any strides) at slot_mapping (device, −1 skips).
+/// fp8 caches store x / scale.
+void launch_reshape_and_cache(const TensorView& key, const TensorView& value,
+                              const TensorView& k_cache, const TensorView& v_cache,
+                              const std::int64_t* slot_mapping, int num_slots, float k_scale,
+                              float v_scale, cudaStream_t stream);
+
+/// What one attention launch computes. query [rows, H, D_qk] and output [rows, H, D_v] (and
+/// lse [rows, H] f32, optional) are indexed by absolute row; the launch covers rows
+/// [row_begin, row_begin + num_rows) and requests [req_begin, req_end).
+struct AttentionLaunch {
+  TensorView query, output, lse_ln;
+  int row_begin = 0, num_rows = 0;
+  int req_begin = 0, req_end = 0;
+  const std::int32_t* query_start_loc = nullptr;
+  const std::int32_t* seq_lens = nullptr;
+  int num_heads = 0, num_kv_heads = 0, head_size_qk = 0, head_size_v = 0;
+  float scale = 1.0f, softcap = 0.0f;
+  int sliding_window = 0;
+  bool causal = true;
+  std::span<const float> alibi_slopes;
+};
+
+/// Keys and values in the paged cache: element (block, offset, head, d) at
+/// block·stride_block + offset·stride_token + head·stride_head + d from k / v.
+struct PagedSource {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  DType dtype = DType::kBF16;
+  std::int64_t stride_block = 0, stride_token = 0, stride_head = 0;
+  const std::int32_t* block_table = nullptr;
+  int block_table_stride = 0;
+  int block_size = 0;
+  float k_scale = 1.0f, v_scale = 1.0f;
+};
+
+/// Keys and values as rows [T, H_kv, D]: request r's key j is row start[r] − start[base_req] + j
+/// (start is device memory, so the bias is read at run time, never baked into a launch).
+struct ContiguousSource {
+  TensorView key, value;
+  const std::int32_t* start = nullptr;
+  int base_req = 0;
+};
+
+void launch_attention(const AttentionLaunch& launch, const PagedSource& kv, cudaStream_t stream);
+void launch_attention(const AttentionLaunch& launch, const ContiguousSource& kv,
+                      cudaStream_t stream);
+
+}  // namespace freezeframe::reference

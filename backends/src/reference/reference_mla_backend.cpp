@@ -1,0 +1,302 @@
+// The reference MLA backend.
+//
+// Data flow of one forward (all intermediates f32 in the layer's workspace):
+//   q      = hidden_states_or_cq · W_UQᵀ                      [T, H, nope + rope]
+//   rotate q_pe and k_pe at each token's position; cache ← [kv_c, k_pe]
+//   decode rows (absorbed):  q_abs = [W_UK[h]ᵀ q_nope, q_pe]   [T_dec, H, R + rope]
+//                            o_lat = attention(q_abs, latent cache as keys, kv_c as values)
+//                            out   = W_UV[h] · o_lat
+//   prefill rows (expanded): k = [W_UK[h] c_j, k_pe_j], v = W_UV[h] c_j for every context
+//                            position, then causal attention of q over k, v → out.
+// Both paths compute the same function; decode reads R + rope values per position instead
+// of H·(nope + rope + v).
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "freezeframe/core/error.h"
+#include "reference/launch.h"
+#include "reference/mla_launch.h"
+#include "reference/reference_backends.h"
+#include "validate.h"
+
+namespace freezeframe {
+namespace {
+
+using E = ErrorCode;
+
+constexpr std::array<int, 4> kKvLoraRanks = {64, 128, 256, 512};
+constexpr std::array<int, 2> kRopeDims = {32, 64};
+constexpr std::array<int, 8> kLatentSizes = {96, 128, 160, 192, 288, 320, 544, 576};
+constexpr std::array<DType, 2> kCacheDTypes = {DType::kBF16, DType::kF16};
+
+/// Byte offsets of the workspace regions for `tokens` query rows and `context` expanded
+/// positions. Token-sized regions come first so their addresses depend on the row count only.
+struct MlaWorkspace {
+  std::size_t q, q_abs, o_lat, k_exp, v_exp, total;
+
+  static MlaWorkspace layout(const MlaParams& p, std::int64_t tokens, std::int64_t context) {
+    const auto f = static_cast<std::int64_t>(sizeof(float));
+    const std::int64_t h = p.num_heads;
+    MlaWorkspace w{};
+    std::int64_t at = 0;
+    auto take = [&](std::int64_t elements) {
+      const auto offset = static_cast<std::size_t>(at);
+      at += (elements * f + 255) / 256 * 256;
+      return offset;
+    };
+    w.q = take(tokens * h * (p.qk_nope_head_dim + p.qk_rope_head_dim));
+    w.q_abs = take(tokens * h * p.latent_size());
+    w.o_lat = take(tokens * h * p.kv_lora_rank);
+    w.k_exp = take(context * h * (p.qk_nope_head_dim + p.qk_rope_head_dim));
+    w.v_exp = take(context * h * p.v_head_dim);
+    w.total = static_cast<std::size_t>(at);
+    return w;
+  }
+};
+
+TensorView f32_view(const TensorView& workspace, std::size_t offset,
+                    std::initializer_list<std::int64_t> shape) {
+  return TensorView(static_cast<std::uint8_t*>(workspace.data()) + offset, DType::kF32, shape,
+                    workspace.device());
+}
+
+class ReferenceMlaImpl final : public MlaImpl {
+ public:
+  ReferenceMlaImpl(const MlaParams& params, const MlaWeights& weights, DcpGroup dcp)
+      : MlaImpl(params, dcp), weights_(weights) {}
+
+  bool can_return_lse_for_decode() const override { return true; }
+
+  std::size_t workspace_bytes(const BatchLimits& limits) const override {
+    const std::int64_t context =
+        limits.max_prefill_context_tokens > 0
+            ? limits.max_prefill_context_tokens
+            : std::max<std::int64_t>(limits.max_num_tokens,
+                                     std::int64_t(limits.max_blocks_per_req) * limits.block_size);
+    return MlaWorkspace::layout(params(), limits.max_num_tokens, context).total;
+  }
+
+  void forward(const AttentionLayer& layer, const TensorView& cq, const TensorView& kv_c,
+               const TensorView& k_pe, const TensorView& kv_cache, const AttentionMetadata& md,
+               const TensorView& output, cudaStream_t stream, const TensorView& lse_ln) override;
+
+ private:
+  MlaWeights weights_;
+};
+
+void check_rows(const TensorView& t, const char* what, DType dtype, int rows, int width) {
+  FF_CHECK(t.defined() && t.is_cuda(), E::kInvalidArgument, what, " must be a device tensor");
+  FF_CHECK(t.dtype() == dtype, E::kInvalidArgument, what, " is ", name_of(t.dtype()),
+           ", expected ", name_of(dtype));
+  FF_CHECK(t.dim() == 2 && t.size(0) == rows && t.size(1) == width && t.stride(1) == 1,
+           E::kInvalidArgument, what, " has shape ", t.describe(), ", expected [", rows, ", ",
+           width, "] with unit stride in the last dimension");
+}
+
+void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq,
+                               const TensorView& kv_c, const TensorView& k_pe,
+                               const TensorView& kv_cache, const AttentionMetadata& md,
+                               const TensorView& output, cudaStream_t stream,
+                               const TensorView& lse_ln) {
+  const MlaParams& p = params();
+  const int rows = md.num_tokens;
+  const DType dtype = weights_.q_proj.dtype();
+  check_rows(cq, "hidden_states_or_cq", dtype, rows, p.q_lora_rank);
+  check_rows(kv_c, "kv_c_normed", dtype, rows, p.kv_lora_rank);
+  check_rows(k_pe, "k_pe", dtype, rows, p.qk_rope_head_dim);
+  FF_CHECK(md.num_slots == rows, E::kInvalidArgument, "MLA writes one latent per query row: "
+           "slot_mapping has ", md.num_slots, " entries for ", rows, " rows");
+  FF_CHECK(kv_cache.defined() && kv_cache.is_cuda() && kv_cache.dtype() == p.kv_cache_dtype &&
+               kv_cache.dim() == 3 && kv_cache.size(2) == p.latent_size() && kv_cache.stride(2) == 1,
+           E::kInvalidArgument, "kv_cache must be a device ", name_of(p.kv_cache_dtype),
+           " tensor [num_blocks, block_size, ", p.latent_size(), "], got ",
+           kv_cache.defined() ? kv_cache.describe() : "nothing");
+  const TensorView out = output_as_3d(output, dtype, rows, p.num_heads, p.v_head_dim);
+  check_lse(lse_ln, rows, p.num_heads);
+
+  std::int64_t context = 0;
+  for (int r = md.num_decodes; r < md.num_reqs; ++r) context += md.seq_lens_host[r];
+  const MlaWorkspace ws = MlaWorkspace::layout(p, rows, context);
+  FF_CHECK(layer.workspace.defined() && layer.workspace.is_cuda() &&
+               static_cast<std::size_t>(layer.workspace.span_bytes()) >= ws.total,
+           E::kOutOfMemory, "layer '", layer.name, "': the MLA workspace holds ",
+           layer.workspace.defined() ? layer.workspace.span_bytes() : 0, " bytes; this step (",
+           rows, " rows, ", context, " prefill context positions) needs ", ws.total);
+
+  const int h = p.num_heads, nope = p.qk_nope_head_dim, rope = p.qk_rope_head_dim;
+  const int rank = p.kv_lora_rank, v = p.v_head_dim;
+  const TensorView q = f32_view(layer.workspace, ws.q, {rows, h, nope + rope});
+
+  // q = cq · W_UQᵀ, then rotary embedding on q_pe and k_pe, and the latent cache write.
+  reference::Projection q_proj;
+  q_proj.x = cq.data();
+  q_proj.x_dtype = dtype;
+  q_proj.x_stride_row = cq.stride(0);
+  q_proj.w = weights_.q_proj.data();
+  q_proj.w_dtype = dtype;
+  q_proj.w_stride_n = p.q_lora_rank;
+  q_proj.out = q.data();
+  q_proj.out_dtype = DType::kF32;
+  q_proj.out_stride_row = std::int64_t(h) * (nope + rope);
+  q_proj.rows = rows;
+  q_proj.n_out = h * (nope + rope);
+  q_proj.k = p.q_lora_rank;
+  reference::launch_projection(q_proj, stream);
+  reference::launch_mla_rope_and_cache(p, q, kv_c, k_pe, kv_cache, md, stream);
+
+  reference::AttentionLaunch base;
+  base.lse_ln = lse_ln;
+  base.query_start_loc = md.query_start_loc;
+  base.seq_lens = md.seq_lens;
+  base.num_heads = h;
+  base.scale = p.scale;
+  base.causal = true;
+
+  // Decode rows: absorbed query against the latent cache (one shared "KV head").
+  const int decode_rows = md.num_decode_tokens;
+  if (decode_rows > 0) {
+    const TensorView q_abs = f32_view(layer.workspace, ws.q_abs, {rows, h, p.latent_size()});
+    const TensorView o_lat = f32_view(layer.workspace, ws.o_lat, {rows, h, rank});
+    reference::launch_mla_absorb_query(p, q, weights_.kv_b_proj, q_abs, decode_rows, stream);
+    reference::AttentionLaunch launch = base;
+    launch.query = q_abs;
+    launch.output = o_lat;
+    launch.num_rows = decode_rows;
+    launch.req_end = md.num_decodes;
+    launch.num_kv_heads = 1;
+    launch.head_size_qk = p.latent_size();
+    launch.head_size_v = rank;
+    reference::PagedSource latent;
+    latent.k = latent.v = kv_cache.data();
+    latent.dtype = kv_cache.dtype();
+    latent.stride_block = kv_cache.stride(0);
+    latent.stride_token = kv_cache.stride(1);
+    latent.block_table = md.block_table;
+    latent.block_table_stride = md.block_table_stride;
+    latent.block_size = static_cast<int>(kv_cache.size(1));
+    reference::launch_attention(launch, latent, stream);
+
+    reference::Projection up;  // out[t, h] = W_UV[h] · o_lat[t, h]
+    up.x = o_lat.data();
+    up.x_dtype = DType::kF32;
+    up.x_stride_batch = rank;
+    up.x_stride_row = std::int64_t(h) * rank;
+    up.w = static_cast<const std::uint8_t*>(weights_.kv_b_proj.data()) +
+           std::int64_t(nope) * rank * size_of(dtype);
+    up.w_dtype = dtype;
+    up.w_stride_batch = std::int64_t(nope + v) * rank;
+    up.w_stride_n = rank;
+    up.out = out.data();
+    up.out_dtype = dtype;
+    up.out_stride_batch = v;
+    up.out_stride_row = std::int64_t(h) * v;
+    up.batch = h;
+    up.rows = decode_rows;
+    up.n_out = v;
+    up.k = rank;
+    reference::launch_projection(up, stream);
+  }
+
+  // Prefill rows (and padding rows, which come out as zeros): expand the latent.
+  if (rows > decode_rows) {
+    const TensorView k_exp = f32_view(layer.workspace, ws.k_exp, {context, h, nope + rope});
+    const TensorView v_exp = f32_view(layer.workspace, ws.v_exp, {context, h, v});
+    reference::launch_mla_expand_latent(p, kv_cache, weights_.kv_b_proj, md, k_exp, v_exp, stream);
+    reference::AttentionLaunch launch = base;
+    launch.query = q;
+    launch.output = out;
+    launch.row_begin = decode_rows;
+    launch.num_rows = rows - decode_rows;
+    launch.req_begin = md.num_decodes;
+    launch.req_end = md.num_reqs;
+    launch.num_kv_heads = h;
+    launch.head_size_qk = nope + rope;
+    launch.head_size_v = v;
+    reference::ContiguousSource source{k_exp, v_exp, md.seq_start_loc, md.num_decodes};
+    reference::launch_attention(launch, source, stream);
+  }
+}
+
+template <std::size_t N>
+std::string list(const std::array<int, N>& values) {
+  std::string out;
+  for (int v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
+  return out;
+}
+
+void check_weight(const TensorView& w, const char* what, std::int64_t rows, std::int64_t cols) {
+  FF_CHECK(w.defined() && w.is_cuda() && w.is_contiguous(), E::kInvalidArgument, what,
+           " must be a contiguous device tensor");
+  FF_CHECK(w.dtype() == DType::kBF16 || w.dtype() == DType::kF16, E::kUnsupported, what,
+           " must be bf16 or f16, got ", name_of(w.dtype()));
+  FF_CHECK(w.dim() == 2 && w.size(0) == rows && w.size(1) == cols, E::kInvalidArgument, what,
+           " has shape ", w.describe(), ", expected [", rows, ", ", cols, "]");
+}
+
+class ReferenceMlaBackend final : public AttentionBackend {
+ public:
+  std::string_view name() const override { return "reference_mla"; }
+  bool is_mla() const override { return true; }
+  // Decode and prefill rows take different launches, split by the step's decode count.
+  GraphSupport graph_support() const override { return GraphSupport::kUniformSingleTokenDecode; }
+  bool accept_output_buffer() const override { return true; }
+  bool supports_quant_query_input() const override { return false; }
+  std::span<const int> supported_head_sizes() const override { return kLatentSizes; }
+  std::span<const DType> supported_kv_cache_dtypes() const override { return kCacheDTypes; }
+
+  std::vector<std::int64_t> kv_cache_shape(std::int64_t num_blocks, int block_size,
+                                           int num_kv_heads, int head_size,
+                                           DType) const override {
+    FF_CHECK(num_kv_heads == 1, E::kInvalidArgument,
+             "an MLA cache holds one latent per position: num_kv_heads must be 1, got ",
+             num_kv_heads);
+    return {num_blocks, block_size, head_size};
+  }
+  std::vector<int> kv_cache_stride_order() const override { return {0, 1, 2}; }
+
+  std::unique_ptr<MlaImpl> make_mla_impl(const MlaParams& p, const MlaWeights& w,
+                                         DcpGroup dcp) const override {
+    FF_CHECK(p.num_heads > 0 && p.num_heads <= 256, E::kInvalidArgument,
+             "num_heads must be in [1, 256], got ", p.num_heads);
+    FF_CHECK(p.q_lora_rank > 0, E::kInvalidArgument, "q_lora_rank must be positive, got ",
+             p.q_lora_rank);
+    FF_CHECK(std::find(kKvLoraRanks.begin(), kKvLoraRanks.end(), p.kv_lora_rank) !=
+                 kKvLoraRanks.end(),
+             E::kUnsupported, "backend 'reference_mla' does not support kv_lora_rank ",
+             p.kv_lora_rank, "; supported: ", list(kKvLoraRanks));
+    FF_CHECK(std::find(kRopeDims.begin(), kRopeDims.end(), p.qk_rope_head_dim) != kRopeDims.end(),
+             E::kUnsupported, "backend 'reference_mla' does not support qk_rope_head_dim ",
+             p.qk_rope_head_dim, "; supported: ", list(kRopeDims));
+    FF_CHECK(p.qk_nope_head_dim > 0 && p.qk_nope_head_dim <= 512 && p.v_head_dim > 0 &&
+                 p.v_head_dim <= 256,
+             E::kUnsupported, "backend 'reference_mla' needs qk_nope_head_dim in [1, 512] and "
+             "v_head_dim in [1, 256], got ", p.qk_nope_head_dim, " and ", p.v_head_dim);
+    FF_CHECK(supports_kv_cache_dtype(p.kv_cache_dtype), E::kUnsupported,
+             "backend 'reference_mla' keeps the latent cache in bf16 or f16, got ",
+             name_of(p.kv_cache_dtype));
+    FF_CHECK(std::isfinite(p.scale) && p.scale > 0.0f, E::kInvalidArgument,
+             "scale must be positive and finite, got ", p.scale);
+    FF_CHECK(std::isfinite(p.rope_theta) && p.rope_theta > 0.0f, E::kInvalidArgument,
+             "rope_theta must be positive and finite, got ", p.rope_theta);
+    check_weight(w.q_proj, "q_proj", std::int64_t(p.num_heads) * (p.qk_nope_head_dim + p.qk_rope_head_dim),
+                 p.q_lora_rank);
+    check_weight(w.kv_b_proj, "kv_b_proj", std::int64_t(p.num_heads) * (p.qk_nope_head_dim + p.v_head_dim),
+                 p.kv_lora_rank);
+    FF_CHECK(w.q_proj.dtype() == w.kv_b_proj.dtype() && w.kv_b_proj.dtype() == p.kv_cache_dtype,
+             E::kUnsupported, "backend 'reference_mla' needs q_proj, kv_b_proj and the latent "
+             "cache in one dtype, got ", name_of(w.q_proj.dtype()), ", ",
+             name_of(w.kv_b_proj.dtype()), " and ", name_of(p.kv_cache_dtype));
+    check_dcp(dcp, /*can_return_lse=*/true, name());
+    return std::make_unique<ReferenceMlaImpl>(p, w, dcp);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionBackend> make_reference_mla_backend() {
+  return std::make_unique<ReferenceMlaBackend>();
+}
+
+}  // namespace freezeframe

@@ -1,0 +1,53 @@
+#include "freezeframe/core/error.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+
+namespace freezeframe {
+
+std::string_view to_string(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument: return "invalid argument";
+    case ErrorCode::kUnsupported: return "unsupported";
+    case ErrorCode::kNotFound: return "not found";
+    case ErrorCode::kOutOfMemory: return "out of memory";
+    case ErrorCode::kCudaError: return "CUDA error";
+    case ErrorCode::kInternal: return "internal error";
+  }
+  return "unknown error";
+}
+
+namespace {
+std::string format_what(ErrorCode code, const std::string& message, const char* file, int line) {
+  return detail::concat(to_string(code), ": ", message, " (", file, ":", line, ")");
+}
+}  // namespace
+
+Error::Error(ErrorCode code, std::string message, const char* file, int line)
+    : std::runtime_error(format_what(code, message, file, line)),
+      code_(code),
+      message_(std::move(message)),
+      file_(file),
+      line_(line) {}
+
+namespace detail {
+
+void throw_cuda_error(int status, const char* statement, const char* file, int line) {
+  const auto error = static_cast<cudaError_t>(status);
+  const ErrorCode code =
+      error == cudaErrorMemoryAllocation ? ErrorCode::kOutOfMemory : ErrorCode::kCudaError;
+  throw Error(code,
+              concat(statement, " failed: ", cudaGetErrorName(error), " (",
+                     cudaGetErrorString(error), ")"),
+              file, line);
+}
+
+void warn_cuda_error(int status, const char* statement, const char* file, int line) {
+  const auto error = static_cast<cudaError_t>(status);
+  std::fprintf(stderr, "freezeframe warning: %s failed: %s (%s:%d)\n", statement,
+               cudaGetErrorName(error), file, line);
+}
+
+}  // namespace detail
+}  // namespace freezeframe

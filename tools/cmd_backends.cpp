@@ -1,0 +1,27 @@
+// freezeframe backends: what each registered backend can do.
+
+#include <cstdio>
+#include <string>
+
+#include "commands.h"
+#include "freezeframe/backends/registry.h"
+
+namespace freezeframe::tools {
+
+int run_backends(Args) {
+  const BackendRegistry& registry = BackendRegistry::global();
+  std::printf("%-16s %-4s %-28s %-9s %-22s %s\n", "backend", "mla", "cuda graphs", "out buf",
+              "kv cache dtypes", "head sizes");
+  for (const std::string& name : registry.names()) {
+    const AttentionBackend& b = registry.get(name);
+    std::string dtypes, sizes;
+    for (DType d : b.supported_kv_cache_dtypes()) dtypes += (dtypes.empty() ? "" : ",") + std::string(name_of(d));
+    for (int s : b.supported_head_sizes()) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
+    std::printf("%-16s %-4s %-28.*s %-9s %-22s %s\n", name.c_str(), b.is_mla() ? "yes" : "no",
+                int(to_string(b.graph_support()).size()), to_string(b.graph_support()).data(),
+                b.accept_output_buffer() ? "yes" : "no", dtypes.c_str(), sizes.c_str());
+  }
+  return 0;
+}
+
+}  // namespace freezeframe::tools

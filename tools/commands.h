@@ -1,0 +1,14 @@
+#pragma once
+// The subcommands of the freezeframe tool; each takes its own arguments and returns an exit code.
+
+#include <span>
+#include <string_view>
+
+namespace freezeframe::tools {
+
+using Args = std::span<const std::string_view>;
+
+int run_backends(Args args);
+int run_demo(Args args);
+
+}  // namespace freezeframe::tools
