@@ -1,0 +1,223 @@
+// The backend abstraction on the host: registry, capabilities, KV-cache layout, and the
+// argument checks that must reject bad input before anything reaches the device.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "freezeframe/backends/backend.h"
+#include "freezeframe/backends/registry.h"
+#include "freezeframe/core/error.h"
+
+namespace freezeframe {
+namespace {
+
+AttentionParams llama_like() {
+  AttentionParams p;
+  p.num_heads = 32;
+  p.num_kv_heads = 8;
+  p.head_size = 128;
+  p.scale = 1.0f / std::sqrt(128.0f);
+  p.kv_cache_dtype = DType::kBF16;
+  return p;
+}
+
+/// The error `fn` throws (fails the test when it throws none).
+template <typename Fn>
+Error error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected a freezeframe::Error";
+  return Error(ErrorCode::kInternal, "none thrown", __FILE__, __LINE__);
+}
+
+TEST(Registry, FindsBuiltinsAndListsThemForUnknownNames) {
+  const auto names = BackendRegistry::global().names();
+  EXPECT_EQ(names, (std::vector<std::string>{"reference", "reference_mla"}));
+  EXPECT_EQ(find_backend("reference").name(), "reference");
+  const Error e = error_of([] { (void)find_backend("flash_attn"); });
+  EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+  EXPECT_NE(e.message().find("'flash_attn'"), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("reference, reference_mla"), std::string::npos) << e.message();
+}
+
+TEST(Registry, RejectsDuplicateNames) {
+  BackendRegistry registry;
+  struct Named : AttentionBackend {
+    std::string_view name() const override { return "reference"; }
+    bool is_mla() const override { return false; }
+    GraphSupport graph_support() const override { return GraphSupport::kNever; }
+    std::vector<std::int64_t> kv_cache_shape(std::int64_t, int, int, int, DType) const override { return {}; }
+    std::vector<int> kv_cache_stride_order() const override { return {}; }
+    bool accept_output_buffer() const override { return false; }
+    bool supports_quant_query_input() const override { return false; }
+    std::span<const int> supported_head_sizes() const override { return {}; }
+    std::span<const DType> supported_kv_cache_dtypes() const override { return {}; }
+  };
+  registry.add(std::make_unique<Named>());
+  EXPECT_THROW(registry.add(std::make_unique<Named>()), Error);
+  EXPECT_TRUE(registry.contains("reference"));
+}
+
+TEST(ReferenceBackend, DeclaresItsCapabilities) {
+  const AttentionBackend& b = find_backend("reference");
+  EXPECT_FALSE(b.is_mla());
+  EXPECT_TRUE(b.accept_output_buffer());
+  EXPECT_FALSE(b.supports_quant_query_input());
+  EXPECT_EQ(b.graph_support(), GraphSupport::kAlways);
+  EXPECT_TRUE(b.supports_head_size(64) && b.supports_head_size(128) && b.supports_head_size(256));
+  EXPECT_FALSE(b.supports_head_size(72));
+  EXPECT_TRUE(b.supports_kv_cache_dtype(DType::kFp8E4M3));
+  EXPECT_FALSE(b.supports_kv_cache_dtype(DType::kFp8E5M2));
+  auto builder_support = find_backend("reference_mla").graph_support();
+  EXPECT_EQ(builder_support, GraphSupport::kUniformSingleTokenDecode);
+}
+
+TEST(ReferenceBackend, KvCacheShapeStrideOrderAndBytes) {
+  const AttentionBackend& b = find_backend("reference");
+  EXPECT_EQ(b.kv_cache_shape(100, 16, 8, 128, DType::kBF16),
+            (std::vector<std::int64_t>{2, 100, 16, 8, 128}));
+  EXPECT_EQ(kv_cache_bytes(b, 100, 16, 8, 128, DType::kBF16), 2LL * 100 * 16 * 8 * 128 * 2);
+  EXPECT_EQ(kv_cache_bytes(b, 100, 16, 8, 128, DType::kFp8E4M3), 2LL * 100 * 16 * 8 * 128);
+  const TensorView v = kv_cache_view(b, reinterpret_cast<void*>(0x1000), Device::cuda(), 100, 16, 8,
+                                     128, DType::kBF16);
+  EXPECT_TRUE(v.is_contiguous());
+  EXPECT_EQ(v.stride(1), 16 * 8 * 128);
+  const AttentionBackend& mla = find_backend("reference_mla");
+  EXPECT_EQ(mla.kv_cache_shape(10, 64, 1, 576, DType::kBF16), (std::vector<std::int64_t>{10, 64, 576}));
+  EXPECT_THROW((void)mla.kv_cache_shape(10, 64, 2, 576, DType::kBF16), Error);
+}
+
+TEST(ReferenceBackend, LseForDecodeFollowsTheDcpGroup) {
+  const AttentionBackend& b = find_backend("reference");
+  auto single = b.make_impl(llama_like());
+  EXPECT_TRUE(single->can_return_lse_for_decode());
+  EXPECT_FALSE(single->need_to_return_lse_for_decode());
+  EXPECT_EQ(single->dcp_world_size(), 1);
+  auto sharded = b.make_impl(llama_like(), DcpGroup{.world_size = 4, .rank = 3});
+  EXPECT_TRUE(sharded->need_to_return_lse_for_decode());
+  EXPECT_EQ(sharded->dcp_rank(), 3);
+  EXPECT_FALSE(sharded->fused_output_quant_supported(QuantKey{}));
+  EXPECT_THROW((void)b.make_impl(llama_like(), DcpGroup{.world_size = 2, .rank = 2}), Error);
+}
+
+TEST(ReferenceBackend, MakeImplRejectsBadParameters) {
+  const AttentionBackend& b = find_backend("reference");
+  struct Case {
+    const char* what;
+    void (*mutate)(AttentionParams&);
+    ErrorCode code;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"head size", [](AttentionParams& p) { p.head_size = 72; }, ErrorCode::kUnsupported, "head_size 72"},
+      {"head ratio", [](AttentionParams& p) { p.num_kv_heads = 5; }, ErrorCode::kInvalidArgument, "multiple of num_kv_heads"},
+      {"no heads", [](AttentionParams& p) { p.num_heads = 0; }, ErrorCode::kInvalidArgument, "num_heads"},
+      {"cache dtype", [](AttentionParams& p) { p.kv_cache_dtype = DType::kI32; }, ErrorCode::kUnsupported, "kv_cache_dtype i32"},
+      {"alibi count", [](AttentionParams& p) { p.alibi_slopes = {1.0f, 2.0f}; }, ErrorCode::kInvalidArgument, "alibi_slopes"},
+      {"window", [](AttentionParams& p) { p.sliding_window = 0; }, ErrorCode::kInvalidArgument, "sliding_window"},
+      {"soft cap", [](AttentionParams& p) { p.logits_soft_cap = -1.0f; }, ErrorCode::kInvalidArgument, "logits_soft_cap"},
+      {"scale", [](AttentionParams& p) { p.scale = NAN; }, ErrorCode::kInvalidArgument, "scale"},
+      {"cross + alibi", [](AttentionParams& p) { p.attn_type = AttentionType::kEncoderDecoder; p.alibi_slopes.assign(32, 0.5f); }, ErrorCode::kUnsupported, "encoder_decoder"},
+  };
+  for (const Case& c : cases) {
+    AttentionParams p = llama_like();
+    c.mutate(p);
+    const Error e = error_of([&] { (void)b.make_impl(p); });
+    EXPECT_EQ(e.code(), c.code) << c.what << ": " << e.what();
+    EXPECT_NE(e.message().find(c.needle), std::string::npos) << c.what << ": " << e.message();
+  }
+  const Error mla = error_of([&] { (void)b.make_mla_impl(MlaParams{}, MlaWeights{}); });
+  EXPECT_EQ(mla.code(), ErrorCode::kUnsupported);
+}
+
+// Forward arguments are checked before any launch: fake device pointers are never touched.
+class ForwardValidation : public ::testing::Test {
+ protected:
+  static void* fake(std::uintptr_t at) { return reinterpret_cast<void*>(at); }
+  void SetUp() override {
+    impl = find_backend("reference").make_impl(llama_like());
+    md.num_tokens = 4;
+    md.num_reqs = 1;
+    md.num_slots = 4;
+    query = TensorView(fake(0x1000), DType::kBF16, {4, 32, 128}, Device::cuda());
+    key = TensorView(fake(0x2000), DType::kBF16, {4, 8, 128}, Device::cuda());
+    value = key;
+    cache = TensorView(fake(0x3000), DType::kBF16, {2, 10, 16, 8, 128}, Device::cuda());
+    output = TensorView(fake(0x4000), DType::kBF16, {4, 32 * 128}, Device::cuda());
+  }
+  Error forward_error() {
+    return error_of([&] { impl->forward(layer, query, key, value, cache, md, output, nullptr, lse, quant); });
+  }
+  std::unique_ptr<AttentionImpl> impl;
+  AttentionLayer layer;
+  AttentionMetadata md;
+  TensorView query, key, value, cache, output, lse;
+  OutputQuant quant;
+};
+
+TEST_F(ForwardValidation, RejectsWrongQueryDtype) {
+  query = TensorView(fake(0x1000), DType::kF32, {4, 32, 128}, Device::cuda());
+  EXPECT_NE(forward_error().message().find("query must be bf16 or f16"), std::string::npos);
+}
+TEST_F(ForwardValidation, RejectsMismatchedQueryShape) {
+  query = TensorView(fake(0x1000), DType::kBF16, {4, 16, 128}, Device::cuda());
+  EXPECT_NE(forward_error().message().find("query has shape bf16[4, 16, 128]"), std::string::npos);
+}
+TEST_F(ForwardValidation, RejectsOutputOfOtherSize) {
+  output = TensorView(fake(0x4000), DType::kBF16, {4, 31 * 128}, Device::cuda());
+  EXPECT_NE(forward_error().message().find("output has shape"), std::string::npos);
+}
+TEST_F(ForwardValidation, RejectsHostOutput) {
+  output = TensorView(fake(0x4000), DType::kBF16, {4, 32, 128}, Device::cpu());
+  EXPECT_NE(forward_error().message().find("device memory"), std::string::npos);
+}
+TEST_F(ForwardValidation, RejectsKeyWithOtherHeadCount) {
+  key = TensorView(fake(0x2000), DType::kBF16, {4, 4, 128}, Device::cuda());
+  EXPECT_NE(forward_error().message().find("key has shape"), std::string::npos);
+}
+TEST_F(ForwardValidation, RejectsCacheOfOtherDtype) {
+  cache = TensorView(fake(0x3000), DType::kF16, {2, 10, 16, 8, 128}, Device::cuda());
+  EXPECT_NE(forward_error().message().find("kv_cache is f16"), std::string::npos);
+}
+TEST_F(ForwardValidation, RejectsLseOfWrongShape) {
+  lse = TensorView(fake(0x5000), DType::kF32, {4, 8}, Device::cuda());
+  EXPECT_NE(forward_error().message().find("lse_ln has shape"), std::string::npos);
+}
+TEST_F(ForwardValidation, RejectsFusedOutputQuantisation) {
+  quant.output_scale = TensorView(fake(0x6000), DType::kF32, {1}, Device::cuda());
+  EXPECT_EQ(forward_error().code(), ErrorCode::kUnsupported);
+}
+TEST_F(ForwardValidation, RejectsDecoderWithoutNewKeys) {
+  key = value = TensorView();
+  EXPECT_NE(forward_error().message().find("needs this step's key and value"), std::string::npos);
+}
+
+TEST(ReferenceMlaBackend, RejectsBadParametersAndWeights) {
+  const AttentionBackend& b = find_backend("reference_mla");
+  MlaParams p;
+  p.num_heads = 16;
+  p.q_lora_rank = 1536;
+  p.kv_lora_rank = 512;
+  p.qk_nope_head_dim = 128;
+  p.qk_rope_head_dim = 64;
+  p.v_head_dim = 128;
+  p.scale = 0.07f;
+  MlaWeights w;
+  w.q_proj = TensorView(reinterpret_cast<void*>(0x1000), DType::kBF16, {16 * 192, 1536}, Device::cuda());
+  w.kv_b_proj = TensorView(reinterpret_cast<void*>(0x2000), DType::kBF16, {16 * 256, 512}, Device::cuda());
+  EXPECT_NO_THROW((void)b.make_mla_impl(p, w));
+  MlaParams bad_rank = p;
+  bad_rank.kv_lora_rank = 300;
+  EXPECT_NE(error_of([&] { (void)b.make_mla_impl(bad_rank, w); }).message().find("kv_lora_rank 300"), std::string::npos);
+  MlaWeights bad_w = w;
+  bad_w.kv_b_proj = TensorView(reinterpret_cast<void*>(0x2000), DType::kBF16, {16 * 255, 512}, Device::cuda());
+  EXPECT_NE(error_of([&] { (void)b.make_mla_impl(p, bad_w); }).message().find("kv_b_proj has shape"), std::string::npos);
+  EXPECT_EQ(error_of([&] { (void)b.make_impl(AttentionParams{}); }).code(), ErrorCode::kUnsupported);
+}
+
+}  // namespace
+}  // namespace freezeframe

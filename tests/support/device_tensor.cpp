@@ -1,0 +1,20 @@
+#include "support/device_tensor.h"
+
+#include "freezeframe/core/error.h"
+
+namespace freezeframe::testing {
+
+DeviceTensor upload(const HostTensor& host) {
+  DeviceTensor t{DeviceBuffer(host.bytes()), {}};
+  FF_CUDA_CHECK(cudaMemcpy(t.buffer.data(), host.data(), host.bytes(), cudaMemcpyHostToDevice));
+  t.view = TensorView(t.buffer.data(), host.dtype(), host.shape(), Device::cuda());
+  return t;
+}
+
+void download(const TensorView& device, HostTensor& host) {
+  FF_CHECK(static_cast<std::size_t>(device.span_bytes()) == host.bytes(),
+           ErrorCode::kInvalidArgument, "download: device view ", device.describe(), " and host tensor differ in size");
+  FF_CUDA_CHECK(cudaMemcpy(host.data(), device.data(), host.bytes(), cudaMemcpyDeviceToHost));
+}
+
+}  // namespace freezeframe::testing
