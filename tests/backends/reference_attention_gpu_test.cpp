@@ -1,0 +1,398 @@
+// The reference backend on the GPU against the double-precision host reference: random inputs,
+// poisoned outputs, permuted block tables, mixed decode/prefill batches, every attention type
+// and feature, bf16/f16/fp8 caches, and replay of a captured forward with fresh metadata.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <random>
+
+#include "freezeframe/backends/host_reference.h"
+#include "freezeframe/backends/registry.h"
+#include "freezeframe/backends/synthetic_batch.h"
+#include "freezeframe/core/cuda_handles.h"
+#include "freezeframe/core/error.h"
+#include "support/device_tensor.h"
+#include "support/gpu.h"
+#include "support/random.h"
+
+namespace freezeframe {
+namespace {
+
+using testing::download;
+using testing::relative_l2;
+using testing::to_doubles;
+using testing::upload;
+
+struct Case {
+  const char* name;
+  DType dtype = DType::kBF16;
+  DType cache_dtype = DType::kBF16;
+  int heads = 8, kv_heads = 2, head_size = 128, block_size = 16;
+  std::vector<int> decodes = {1, 37, 160};
+  std::vector<SyntheticBatchSpec::Prefill> prefills = {{53, 20}, {17, 17}};
+  int padding_rows = 0;
+  std::optional<int> sliding_window;
+  bool alibi = false;
+  float softcap = 0.0f;
+  bool head_major_cache = false;  // physical [2, blocks, heads, block_size, D] instead of NHD
+  AttentionType type = AttentionType::kDecoder;
+  /// Relative L2 tolerance. bf16 outputs carry 8 significant bits (2^-9 ≈ 2e-3 relative
+  /// rounding), f16 11 bits: 1e-2 and 5e-3 leave room for f32 accumulation order.
+  double tolerance = 1e-2;
+};
+
+std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
+
+/// A view of a host cache in the case's physical layout.
+TensorView cache_view(const Case& c, int num_blocks, Device device, void* data) {
+  if (!c.head_major_cache) {
+    return TensorView(data, c.cache_dtype, {2, num_blocks, c.block_size, c.kv_heads, c.head_size}, device);
+  }
+  const std::int64_t d = c.head_size, bs = c.block_size, h = c.kv_heads;
+  const std::int64_t shape[] = {2, num_blocks, bs, h, d};
+  const std::int64_t strides[] = {num_blocks * h * bs * d, h * bs * d, d, bs * d, 1};
+  return TensorView::strided(data, c.cache_dtype, shape, strides, device);
+}
+
+class ReferenceAttention : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ReferenceAttention, MatchesHostReference) {
+  FF_REQUIRE_GPU();
+  const Case& c = GetParam();
+  std::mt19937 rng(1234);
+  const bool cached = uses_kv_cache(c.type);
+  const bool fp8 = is_fp8(c.cache_dtype);
+
+  AttentionParams params;
+  params.num_heads = c.heads;
+  params.num_kv_heads = c.kv_heads;
+  params.head_size = c.head_size;
+  params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_size));
+  params.kv_cache_dtype = c.cache_dtype;
+  params.sliding_window = c.sliding_window;
+  params.logits_soft_cap = c.softcap;
+  params.attn_type = c.type;
+  if (c.alibi) {
+    for (int h = 0; h < c.heads; ++h) params.alibi_slopes.push_back(std::exp2(-8.0f * (h + 1) / c.heads));
+  }
+  const AttentionBackend& backend = find_backend("reference");
+  auto impl = backend.make_impl(params);
+
+  SyntheticBatchSpec spec{.decode_seq_lens = c.decodes, .prefills = c.prefills,
+                          .block_size = c.block_size, .padding_rows = c.padding_rows, .seed = 99};
+  if (!cached) {  // encoder attention: no context, no decodes
+    spec.decode_seq_lens.clear();
+    for (auto& p : spec.prefills) p.seq_len = p.query_len;
+  }
+  const SyntheticBatch batch = make_synthetic_batch(spec);
+  const int rows = batch.num_tokens;
+  const int kv_rows = cached ? static_cast<int>(batch.slot_mapping.size()) : rows;
+
+  // Inputs: queries with std 2 give peaky softmaxes; fp8 keys/values are scaled into e4m3's range.
+  const float k_scale = fp8 ? 0.02f : 1.0f, v_scale = fp8 ? 0.03f : 1.0f;
+  HostTensor query(c.dtype, {rows, c.heads, c.head_size}), key(c.dtype, {kv_rows, c.kv_heads, c.head_size}),
+      value(c.dtype, {kv_rows, c.kv_heads, c.head_size});
+  testing::fill_normal(query, rng, 2.0f);
+  testing::fill_normal(key, rng);
+  testing::fill_normal(value, rng);
+
+  HostTensor cache_before(c.cache_dtype, {2, batch.num_blocks, c.block_size, c.kv_heads, c.head_size});
+  HostTensor cache_after;
+  const auto ctx = static_cast<std::int64_t>(batch.context_slot_mapping.size());
+  HostTensor ctx_key(c.dtype, {ctx, c.kv_heads, c.head_size}), ctx_value(c.dtype, {ctx, c.kv_heads, c.head_size});
+  if (cached) {
+    // Unused slots hold garbage that must never be read; the context goes in by the host write.
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (std::size_t i = 0; i < cache_before.bytes(); ++i) cache_before.data()[i] = static_cast<std::uint8_t>(byte(rng) & 0x3F);
+    testing::fill_normal(ctx_key, rng);
+    testing::fill_normal(ctx_value, rng);
+    host_reference::reshape_and_cache(ctx_key.view(), ctx_value.view(),
+                                      cache_view(c, batch.num_blocks, Device::cpu(), cache_before.data()),
+                                      batch.context_slot_mapping, k_scale, v_scale);
+    cache_after = cache_before;
+    host_reference::reshape_and_cache(key.view(), value.view(),
+                                      cache_view(c, batch.num_blocks, Device::cpu(), cache_after.data()),
+                                      batch.slot_mapping, k_scale, v_scale);
+  }
+  const CommonAttentionMetadata common = batch.metadata();
+  const auto expected = host_reference::attention(
+      params, query.view(), key.view(), value.view(),
+      cached ? cache_view(c, batch.num_blocks, Device::cpu(), cache_after.data()) : TensorView(),
+      common, k_scale, v_scale);
+
+  // Device side, outputs poisoned (all-ones bytes are NaN in f16, bf16 and f32).
+  Stream stream = Stream::create();
+  auto builder = backend.make_builder(batch.limits(), nullptr);
+  auto q = upload(query), k = upload(key), v = upload(value);
+  auto kv = upload(cache_before);
+  const TensorView kv_view = cached ? cache_view(c, batch.num_blocks, Device::cuda(), kv.buffer.data()) : TensorView();
+  HostTensor out_host(c.dtype, {rows, c.heads * c.head_size}), lse_host(DType::kF32, {rows, c.heads});
+  out_host.fill_bytes(0xFF);
+  lse_host.fill_bytes(0xFF);
+  auto out = upload(out_host);
+  auto lse = upload(lse_host);
+
+  AttentionLayer layer;
+  layer.name = "layers.0.attn";
+  layer.k_scale = k_scale;
+  layer.v_scale = v_scale;
+  const AttentionMetadata& md = builder->build(common, stream.get());
+  impl->forward(layer, q.view, k.view, v.view, kv_view, md, out.view, stream.get(), lse.view);
+  stream.synchronize();
+  download(out.view, out_host);
+  download(lse.view, lse_host);
+
+  const double err = relative_l2(to_doubles(out_host), expected.out);
+  EXPECT_LE(err, c.tolerance) << "relative L2 error of the output";
+  for (int r = batch.query_start_loc.back(); r < rows; ++r) {
+    for (int i = 0; i < c.heads * c.head_size; ++i) {
+      ASSERT_EQ(out_host.get(std::int64_t(r) * c.heads * c.head_size + i), 0.0f) << "padding row " << r;
+    }
+  }
+  double lse_err = 0.0;
+  for (std::int64_t i = 0; i < lse_host.numel(); ++i) {
+    const double got = lse_host.get(i), want = expected.lse_ln[i];
+    if (std::isinf(want)) {
+      ASSERT_EQ(got, want) << "LSE " << i << " should be -inf";
+    } else {
+      ASSERT_TRUE(std::isfinite(got)) << "LSE " << i << " unwritten or NaN";
+      lse_err = std::max(lse_err, std::abs(got - want) / std::max(1.0, std::abs(want)));
+    }
+  }
+  EXPECT_LE(lse_err, 1e-4) << "largest relative LSE error";
+
+  if (cached) {
+    HostTensor cache_gpu = cache_before;
+    download(kv.view, cache_gpu);
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < cache_gpu.bytes(); ++i) differing += cache_gpu.data()[i] != cache_after.data()[i];
+    EXPECT_EQ(differing, 0u) << "cache bytes that differ from the host cache write";
+  }
+
+  if (fp8) {
+    // Against attention over the unquantised keys and values: e4m3 keeps 3 mantissa bits, so
+    // each stored element is off by up to 2^-4 relative (≈3.6% RMS); averaged over the keys
+    // the output stays within 6e-2.
+    HostTensor exact_cache(c.dtype, {2, batch.num_blocks, c.block_size, c.kv_heads, c.head_size});
+    exact_cache.fill_bytes(0);
+    AttentionParams exact = params;
+    exact.kv_cache_dtype = c.dtype;
+    host_reference::reshape_and_cache(ctx_key.view(), ctx_value.view(), exact_cache.view(), batch.context_slot_mapping, 1.0f, 1.0f);
+    host_reference::reshape_and_cache(key.view(), value.view(), exact_cache.view(), batch.slot_mapping, 1.0f, 1.0f);
+    const auto unquantised = host_reference::attention(exact, query.view(), {}, {}, exact_cache.view(), common, 1.0f, 1.0f);
+    const double fp8_err = relative_l2(to_doubles(out_host), unquantised.out);
+    EXPECT_LE(fp8_err, 6e-2) << "fp8 cache against unquantised attention";
+    RecordProperty("fp8_vs_unquantised", std::to_string(fp8_err));
+  }
+  RecordProperty("relative_l2", std::to_string(err));
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  out.push_back({.name = "bf16_gqa4_d128"});
+  out.push_back({.name = "f16_gqa4_d128", .dtype = DType::kF16, .cache_dtype = DType::kF16, .tolerance = 5e-3});
+  out.push_back({.name = "bf16_gqa8_d64_block32", .heads = 16, .kv_heads = 2, .head_size = 64, .block_size = 32});
+  out.push_back({.name = "bf16_mqa_d256", .heads = 8, .kv_heads = 1, .head_size = 256});
+  out.push_back({.name = "bf16_mha_d128_block64", .heads = 4, .kv_heads = 4, .block_size = 64});
+  out.push_back({.name = "bf16_fp8_cache", .cache_dtype = DType::kFp8E4M3});
+  out.push_back({.name = "f16_fp8_cache_d64", .dtype = DType::kF16, .cache_dtype = DType::kFp8E4M3, .head_size = 64, .tolerance = 5e-3});
+  out.push_back({.name = "bf16_sliding_window", .sliding_window = 24});
+  out.push_back({.name = "bf16_alibi", .alibi = true});
+  out.push_back({.name = "bf16_softcap", .softcap = 5.0f});
+  out.push_back({.name = "bf16_all_features_gqa8", .heads = 16, .kv_heads = 2, .sliding_window = 40, .alibi = true, .softcap = 30.0f});
+  out.push_back({.name = "bf16_padding_rows", .padding_rows = 5});
+  out.push_back({.name = "bf16_head_major_cache", .head_major_cache = true});
+  out.push_back({.name = "bf16_decode_only_long", .decodes = {1, 300, 1000, 129}, .prefills = {}});
+  out.push_back({.name = "bf16_prefill_only", .decodes = {}, .prefills = {{200, 200}, {75, 3}}});
+  out.push_back({.name = "bf16_encoder", .type = AttentionType::kEncoder});
+  out.push_back({.name = "f16_encoder_only_window", .dtype = DType::kF16, .cache_dtype = DType::kF16, .sliding_window = 8, .type = AttentionType::kEncoderOnly, .tolerance = 5e-3});
+  out.push_back({.name = "bf16_encoder_only_alibi", .alibi = true, .type = AttentionType::kEncoderOnly});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ReferenceAttention, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// --- cross-attention: encoder K/V written once, then read by later decoder steps ---
+TEST(ReferenceCrossAttention, WritesEncoderKvThenAttendsWithoutNewKv) {
+  FF_REQUIRE_GPU();
+  std::mt19937 rng(5);
+  AttentionParams params;
+  params.num_heads = 8;
+  params.num_kv_heads = 4;
+  params.head_size = 64;
+  params.scale = 0.125f;
+  params.kv_cache_dtype = DType::kBF16;
+  params.attn_type = AttentionType::kEncoderDecoder;
+  const AttentionBackend& backend = find_backend("reference");
+  auto impl = backend.make_impl(params);
+
+  // Encoder lengths 20, 33, 7; decoder queries 1, 1 and 3 tokens (two "decodes" first).
+  SyntheticBatch enc = make_synthetic_batch({.prefills = {{20, 20}, {33, 33}, {7, 7}}, .block_size = 16, .seed = 3});
+  const std::vector<std::int32_t> decoder_qsl = {0, 1, 2, 5};
+  CommonAttentionMetadata step = enc.metadata();
+  step.query_start_loc = decoder_qsl;
+  step.num_tokens = 5;
+  step.num_decodes = 2;
+  BatchLimits limits = enc.limits();
+
+  const int rows = 5, enc_rows = static_cast<int>(enc.slot_mapping.size());
+  HostTensor query(DType::kBF16, {rows, 8, 64}), key(DType::kBF16, {enc_rows, 4, 64}), value(DType::kBF16, {enc_rows, 4, 64});
+  testing::fill_normal(query, rng, 2.0f);
+  testing::fill_normal(key, rng);
+  testing::fill_normal(value, rng);
+  HostTensor cache(DType::kBF16, {2, enc.num_blocks, 16, 4, 64});
+  cache.fill_bytes(0x3C);
+  HostTensor cache_host = cache;
+  host_reference::reshape_and_cache(key.view(), value.view(), cache_host.view(), enc.slot_mapping, 1.0f, 1.0f);
+  const auto expected = host_reference::attention(params, query.view(), {}, {}, cache_host.view(), step, 1.0f, 1.0f);
+
+  Stream stream = Stream::create();
+  auto builder = backend.make_builder(limits, nullptr);
+  auto q = upload(query), k = upload(key), v = upload(value), kv = upload(cache);
+  HostTensor out_host(DType::kBF16, {rows, 8, 64});
+  AttentionLayer layer;
+  for (int pass = 0; pass < 2; ++pass) {
+    CommonAttentionMetadata s = step;
+    if (pass == 1) s.slot_mapping = {};  // later steps bring no encoder K/V
+    out_host.fill_bytes(0xFF);
+    auto out = upload(out_host);
+    const AttentionMetadata& md = builder->build(s, stream.get());
+    impl->forward(layer, q.view, pass == 0 ? k.view : TensorView(), pass == 0 ? v.view : TensorView(),
+                  kv.view, md, out.view, stream.get());
+    stream.synchronize();
+    download(out.view, out_host);
+    EXPECT_LE(relative_l2(to_doubles(out_host), expected.out), 1e-2) << "pass " << pass;
+  }
+}
+
+// --- graph capture: the captured forward replays correctly after the metadata changes ---
+TEST(ReferenceAttentionGraph, ReplayAfterNewMetadataMatchesHostReference) {
+  FF_REQUIRE_GPU();
+  AttentionParams params;
+  params.num_heads = 8;
+  params.num_kv_heads = 2;
+  params.head_size = 128;
+  params.scale = 1.0f / std::sqrt(128.0f);
+  params.kv_cache_dtype = DType::kBF16;
+  const AttentionBackend& backend = find_backend("reference");
+  auto impl = backend.make_impl(params);
+
+  // Two batches of the same shape (4 decodes + one 6-token prefill, 2 padding rows) with
+  // different lengths and block tables; the pool and limits cover both.
+  const SyntheticBatchSpec shape_a{.decode_seq_lens = {5, 90, 17, 300}, .prefills = {{40, 6}}, .block_size = 16, .padding_rows = 2, .spare_blocks = 40, .seed = 1};
+  const SyntheticBatchSpec shape_b{.decode_seq_lens = {260, 3, 64, 129}, .prefills = {{6, 6}}, .block_size = 16, .padding_rows = 2, .spare_blocks = 40, .seed = 2};
+  const SyntheticBatch a = make_synthetic_batch(shape_a), b = make_synthetic_batch(shape_b);
+  const int num_blocks = std::max(a.num_blocks, b.num_blocks);
+  BatchLimits limits = a.limits();
+  limits.max_blocks_per_req = std::max(a.block_table_stride, b.block_table_stride);
+  auto builder = backend.make_builder(limits, nullptr);
+  Stream stream = Stream::create();
+
+  std::mt19937 rng(77);
+  const int rows = a.num_tokens;
+  ASSERT_EQ(rows, b.num_tokens);
+  HostTensor cache(DType::kBF16, {2, num_blocks, 16, 2, 128});
+  testing::fill_normal(cache, rng);  // every slot holds some context
+  auto kv = upload(cache);
+  HostTensor query(DType::kBF16, {rows, 8, 128}), key(DType::kBF16, {rows, 2, 128}), value(DType::kBF16, {rows, 2, 128});
+  auto q = upload(query), k = upload(key), v = upload(value);
+  HostTensor out_host(DType::kBF16, {rows, 8, 128});
+  auto out = upload(out_host);
+  AttentionLayer layer;
+
+  // Capture once against batch a's metadata buffers.
+  const AttentionMetadata& md = builder->build(a.metadata(), stream.get());
+  cudaGraph_t graph = nullptr;
+  FF_CUDA_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+  impl->forward(layer, q.view, k.view, v.view, kv.view, md, out.view, stream.get());
+  FF_CUDA_CHECK(cudaStreamEndCapture(stream.get(), &graph));
+  cudaGraphExec_t exec = nullptr;
+  FF_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+
+  HostTensor cache_now = cache;
+  for (const SyntheticBatch* batch : {&a, &b, &a}) {
+    testing::fill_normal(query, rng, 2.0f);
+    testing::fill_normal(key, rng);
+    testing::fill_normal(value, rng);
+    FF_CUDA_CHECK(cudaMemcpy(q.buffer.data(), query.data(), query.bytes(), cudaMemcpyHostToDevice));
+    FF_CUDA_CHECK(cudaMemcpy(k.buffer.data(), key.data(), key.bytes(), cudaMemcpyHostToDevice));
+    FF_CUDA_CHECK(cudaMemcpy(v.buffer.data(), value.data(), value.bytes(), cudaMemcpyHostToDevice));
+    out_host.fill_bytes(0xFF);
+    FF_CUDA_CHECK(cudaMemcpy(out.buffer.data(), out_host.data(), out_host.bytes(), cudaMemcpyHostToDevice));
+    const AttentionMetadata& fresh = builder->build(batch->metadata(), stream.get());
+    ASSERT_EQ(fresh.block_table, md.block_table) << "persistent buffers must not move";
+    FF_CUDA_CHECK(cudaGraphLaunch(exec, stream.get()));
+    stream.synchronize();
+    download(out.view, out_host);
+    host_reference::reshape_and_cache(key.view(), value.view(), cache_now.view(), batch->slot_mapping, 1.0f, 1.0f);
+    const auto expected = host_reference::attention(params, query.view(), {}, {}, cache_now.view(), batch->metadata(), 1.0f, 1.0f);
+    EXPECT_LE(relative_l2(to_doubles(out_host), expected.out), 1e-2);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+// --- bad input changes nothing ---
+TEST(ReferenceAttentionErrors, RejectedCallsLeaveOutputsAndMetadataUntouched) {
+  FF_REQUIRE_GPU();
+  AttentionParams params;
+  params.num_heads = 4;
+  params.num_kv_heads = 2;
+  params.head_size = 64;
+  params.scale = 0.125f;
+  params.kv_cache_dtype = DType::kBF16;
+  const AttentionBackend& backend = find_backend("reference");
+  auto impl = backend.make_impl(params);
+  const SyntheticBatch batch = make_synthetic_batch({.decode_seq_lens = {10, 20}, .block_size = 16});
+  auto builder = backend.make_builder(batch.limits(), nullptr);
+  Stream stream = Stream::create();
+  std::mt19937 rng(3);
+  HostTensor query(DType::kBF16, {2, 4, 64}), key(DType::kBF16, {2, 2, 64}), cache(DType::kBF16, {2, batch.num_blocks, 16, 2, 64});
+  testing::fill_normal(query, rng);
+  testing::fill_normal(key, rng);
+  testing::fill_normal(cache, rng);
+  auto q = upload(query), k = upload(key), kv = upload(cache);
+  HostTensor poison(DType::kBF16, {2, 4, 64});
+  poison.fill_bytes(0xFF);
+  auto out = upload(poison);
+  const AttentionMetadata& md = builder->build(batch.metadata(), stream.get());
+
+  // A wrong LSE shape is rejected before anything runs: output and cache stay as they were.
+  HostTensor bad_lse(DType::kF32, {2, 3});
+  auto lse = upload(bad_lse);
+  AttentionLayer layer;
+  EXPECT_THROW(impl->forward(layer, q.view, k.view, k.view, kv.view, md, out.view, stream.get(), lse.view), Error);
+  stream.synchronize();
+  HostTensor after(DType::kBF16, {2, 4, 64});
+  download(out.view, after);
+  EXPECT_EQ(std::memcmp(after.data(), poison.data(), poison.bytes()), 0) << "output was written";
+  HostTensor cache_after = cache;
+  download(kv.view, cache_after);
+  EXPECT_EQ(std::memcmp(cache_after.data(), cache.data(), cache.bytes()), 0) << "cache was written";
+
+  // A batch that breaks the metadata rules is rejected and the previous metadata still works.
+  const std::vector<std::int32_t> bad_seq = {10, 0};  // shorter than its one new token
+  CommonAttentionMetadata bad = batch.metadata();
+  bad.seq_lens = bad_seq;
+  try {
+    (void)builder->build(bad, stream.get());
+    ADD_FAILURE() << "a seq_len shorter than its query was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("request 1: seq_len 0"), std::string::npos) << e.message();
+  }
+  CommonAttentionMetadata too_many = batch.metadata();
+  const std::vector<std::int32_t> qsl = {0, 1, 2, 3};
+  too_many.query_start_loc = qsl;
+  EXPECT_THROW((void)builder->build(too_many, stream.get()), Error);
+  impl->forward(layer, q.view, k.view, k.view, kv.view, md, out.view, stream.get());
+  stream.synchronize();
+  download(out.view, after);
+  for (std::int64_t i = 0; i < after.numel(); ++i) ASSERT_TRUE(std::isfinite(after.get(i))) << i;
+}
+
+}  // namespace
+}  // namespace freezeframe
