@@ -14,7 +14,6 @@ ensure_dependencies() {
   command -v cmake >/dev/null || missing+=(cmake)
   command -v ninja >/dev/null || missing+=(ninja-build)
   command -v g++ >/dev/null || missing+=(g++)
-  command -v pkg-config >/dev/null || missing+=(pkg-config)
   ls /usr/lib/*/cmake/yaml-cpp/yaml-cpp-config.cmake /usr/lib/cmake/yaml-cpp/yaml-cpp-config.cmake \
      /usr/share/cmake/yaml-cpp/yaml-cpp-config.cmake >/dev/null 2>&1 || missing+=(libyaml-cpp-dev)
   ls /usr/lib/*/cmake/GTest/GTestConfig.cmake /usr/lib/cmake/GTest/GTestConfig.cmake \
