@@ -79,6 +79,8 @@ TEST_P(ReferenceMla, MatchesHostReference) {
   const AttentionBackend& backend = find_backend("reference_mla");
   auto impl = backend.make_mla_impl(p, MlaWeights{d_q_proj.view, d_kv_b.view});
   BatchLimits limits = batch.limits();
+  limits.max_prefill_context_tokens = 0;
+  for (const auto& prefill : c.prefills) limits.max_prefill_context_tokens += prefill.seq_len;
   DeviceBuffer workspace(impl->workspace_bytes(limits));
   auto builder = backend.make_builder(limits, nullptr);
   Stream stream = Stream::create();
