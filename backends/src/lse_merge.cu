@@ -2,6 +2,7 @@
 
 #include "freezeframe/core/error.h"
 #include "kernels/convert.cuh"
+#include "kernels/merge_state.cuh"
 
 namespace freezeframe {
 namespace {
@@ -25,34 +26,27 @@ struct MergeParams {
 template <typename InT, typename OutT>
 __global__ void merge_kernel(const __grid_constant__ MergeParams p) {
   const int token = blockIdx.x, head = blockIdx.y;
-  float max_lse = -INFINITY;
-  for (int r = 0; r < p.num_parts; ++r) {
-    max_lse = fmaxf(max_lse, p.partial_lse[r * p.part_stride_lse + token * p.token_stride_lse + head]);
-  }
+  auto lse = [&](int r) {
+    return p.partial_lse[r * p.part_stride_lse + token * p.token_stride_lse + head];
+  };
+  const float m = kernels::max_lse(p.num_parts, lse);
   auto* out = static_cast<OutT*>(p.out) + token * p.out_stride_token + head * p.out_stride_head;
-  if (max_lse == -INFINITY) {  // no shard saw a key
+  float* out_lse = p.out_lse != nullptr && threadIdx.x == 0
+                       ? p.out_lse + token * p.out_lse_stride_token + head
+                       : nullptr;
+  if (m == -INFINITY) {  // no part saw a key
     for (int d = threadIdx.x; d < p.head_size; d += blockDim.x) out[d] = from_float<OutT>(0.0f);
-    if (p.out_lse != nullptr && threadIdx.x == 0) p.out_lse[token * p.out_lse_stride_token + head] = -INFINITY;
+    if (out_lse != nullptr) *out_lse = -INFINITY;
     return;
   }
-  float weight_sum = 0.0f;
-  for (int r = 0; r < p.num_parts; ++r) {
-    weight_sum += expf(p.partial_lse[r * p.part_stride_lse + token * p.token_stride_lse + head] - max_lse);
-  }
-  const auto* in = static_cast<const InT*>(p.partial_out);
+  const float sum = kernels::weight_sum(p.num_parts, m, lse);
+  const auto* in = static_cast<const InT*>(p.partial_out) + token * p.token_stride_out +
+                   head * p.head_stride_out;
   for (int d = threadIdx.x; d < p.head_size; d += blockDim.x) {
-    float acc = 0.0f;
-    for (int r = 0; r < p.num_parts; ++r) {
-      const float w =
-          expf(p.partial_lse[r * p.part_stride_lse + token * p.token_stride_lse + head] - max_lse);
-      acc += w * to_float(in[r * p.part_stride_out + token * p.token_stride_out +
-                             head * p.head_stride_out + d]);
-    }
-    out[d] = from_float<OutT>(acc / weight_sum);
+    auto part = [&](int r) { return to_float(in[r * p.part_stride_out + d]); };
+    out[d] = from_float<OutT>(kernels::merged_value(p.num_parts, m, sum, lse, part));
   }
-  if (p.out_lse != nullptr && threadIdx.x == 0) {
-    p.out_lse[token * p.out_lse_stride_token + head] = max_lse + logf(weight_sum);
-  }
+  if (out_lse != nullptr) *out_lse = m + logf(sum);
 }
 
 template <typename InT, typename OutT>

@@ -14,6 +14,7 @@ BackendRegistry& BackendRegistry::global() {
     auto* r = new BackendRegistry();
     r->add(make_reference_backend());
     r->add(make_reference_mla_backend());
+    r->add(make_paged_decode_backend());
     return r;
   }();
   return *registry;

@@ -36,12 +36,12 @@ Error error_of(Fn fn) {
 
 TEST(Registry, FindsBuiltinsAndListsThemForUnknownNames) {
   const auto names = BackendRegistry::global().names();
-  EXPECT_EQ(names, (std::vector<std::string>{"reference", "reference_mla"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"paged_decode", "reference", "reference_mla"}));
   EXPECT_EQ(find_backend("reference").name(), "reference");
   const Error e = error_of([] { (void)find_backend("flash_attn"); });
   EXPECT_EQ(e.code(), ErrorCode::kNotFound);
   EXPECT_NE(e.message().find("'flash_attn'"), std::string::npos) << e.message();
-  EXPECT_NE(e.message().find("reference, reference_mla"), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("paged_decode, reference, reference_mla"), std::string::npos) << e.message();
 }
 
 TEST(Registry, RejectsDuplicateNames) {
@@ -194,6 +194,22 @@ TEST_F(ForwardValidation, RejectsFusedOutputQuantisation) {
 TEST_F(ForwardValidation, RejectsDecoderWithoutNewKeys) {
   key = value = TensorView();
   EXPECT_NE(forward_error().message().find("needs this step's key and value"), std::string::npos);
+}
+
+TEST(PagedDecodeBackend, DeclaresAHeadMajorCacheAndDecoderOnly) {
+  const AttentionBackend& b = find_backend("paged_decode");
+  EXPECT_EQ(b.graph_support(), GraphSupport::kAlways);
+  EXPECT_EQ(b.kv_cache_stride_order(), (std::vector<int>{0, 1, 3, 2, 4}));
+  const TensorView v = kv_cache_view(b, reinterpret_cast<void*>(0x1000), Device::cuda(), 10, 16, 8, 128, DType::kBF16);
+  EXPECT_EQ(v.stride(2), 128) << "tokens of one head are adjacent";
+  EXPECT_EQ(v.stride(3), 16 * 128) << "heads are a block's outer dimension";
+  AttentionParams p = llama_like();
+  EXPECT_NO_THROW((void)b.make_impl(p));
+  p.head_size = 96;
+  EXPECT_EQ(error_of([&] { (void)b.make_impl(p); }).code(), ErrorCode::kUnsupported);
+  p = llama_like();
+  p.attn_type = AttentionType::kEncoderOnly;
+  EXPECT_NE(error_of([&] { (void)b.make_impl(p); }).message().find("decoder attention only"), std::string::npos);
 }
 
 TEST(ReferenceMlaBackend, RejectsBadParametersAndWeights) {

@@ -83,6 +83,7 @@ struct AttentionKernelParams {
   float softcap = 0.0f;
   int sliding_window = 0;  // 0 = none
   bool causal = true;
+  bool skip_single_token_queries = false;  // rows of one-token requests belong to a decode kernel
   bool use_alibi = false;
   float alibi[kMaxHeads] = {};
 };
@@ -117,6 +118,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
   }
 
   const int query_len = p.query_start_loc[req + 1] - p.query_start_loc[req];
+  if (p.skip_single_token_queries && query_len == 1) return;
   const int kv_len = p.seq_lens[req];
   const int pos = kv_len - query_len + (row - p.query_start_loc[req]);  // the query's position
   int first = 0, last = p.causal ? pos : kv_len - 1;

@@ -41,6 +41,7 @@ AttentionKernelParams<QT, OT, Kv> common_params(const AttentionLaunch& l, const 
   p.softcap = l.softcap;
   p.sliding_window = l.sliding_window;
   p.causal = l.causal;
+  p.skip_single_token_queries = l.skip_single_token_queries;
   p.use_alibi = !l.alibi_slopes.empty();
   std::copy(l.alibi_slopes.begin(), l.alibi_slopes.end(), p.alibi);
   return p;

@@ -32,6 +32,7 @@ struct AttentionLaunch {
   float scale = 1.0f, softcap = 0.0f;
   int sliding_window = 0;
   bool causal = true;
+  bool skip_single_token_queries = false;  ///< leave rows of one-token requests untouched
   std::span<const float> alibi_slopes;
 };
 

@@ -1,6 +1,7 @@
 #pragma once
-// The reference backends: "reference" (standard attention, every attention type and feature)
-// and "reference_mla" (multi-head latent attention). Correct first and simple; graph-capturable.
+// The built-in backends: "reference" (standard attention, every attention type and feature),
+// "reference_mla" (multi-head latent attention) — correct first and simple — and
+// "paged_decode" (split-KV decode at the memory-bandwidth limit).
 
 #include <memory>
 
@@ -10,5 +11,6 @@ namespace freezeframe {
 
 [[nodiscard]] std::unique_ptr<AttentionBackend> make_reference_backend();
 [[nodiscard]] std::unique_ptr<AttentionBackend> make_reference_mla_backend();
+[[nodiscard]] std::unique_ptr<AttentionBackend> make_paged_decode_backend();
 
 }  // namespace freezeframe

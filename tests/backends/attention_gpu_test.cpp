@@ -1,6 +1,7 @@
-// The reference backend on the GPU against the double-precision host reference: random inputs,
-// poisoned outputs, permuted block tables, mixed decode/prefill batches, every attention type
-// and feature, bf16/f16/fp8 caches, and replay of a captured forward with fresh metadata.
+// The reference and paged_decode backends on the GPU against the double-precision host
+// reference: random inputs, poisoned outputs, permuted block tables, mixed decode/prefill
+// batches, every attention type and feature, bf16/f16/fp8 caches, and replay of a captured
+// forward with fresh metadata.
 
 #include <gtest/gtest.h>
 
@@ -28,6 +29,7 @@ using testing::upload;
 
 struct Case {
   const char* name;
+  const char* backend = "reference";
   DType dtype = DType::kBF16;
   DType cache_dtype = DType::kBF16;
   int heads = 8, kv_heads = 2, head_size = 128, block_size = 16;
@@ -46,10 +48,11 @@ struct Case {
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
 
-/// A view of a host cache in the case's physical layout.
+/// A view of a cache in the backend's layout, or head-major when the case asks for it.
 TensorView cache_view(const Case& c, int num_blocks, Device device, void* data) {
   if (!c.head_major_cache) {
-    return TensorView(data, c.cache_dtype, {2, num_blocks, c.block_size, c.kv_heads, c.head_size}, device);
+    return kv_cache_view(find_backend(c.backend), data, device, num_blocks, c.block_size,
+                         c.kv_heads, c.head_size, c.cache_dtype);
   }
   const std::int64_t d = c.head_size, bs = c.block_size, h = c.kv_heads;
   const std::int64_t shape[] = {2, num_blocks, bs, h, d};
@@ -78,7 +81,7 @@ TEST_P(ReferenceAttention, MatchesHostReference) {
   if (c.alibi) {
     for (int h = 0; h < c.heads; ++h) params.alibi_slopes.push_back(std::exp2(-8.0f * (h + 1) / c.heads));
   }
-  const AttentionBackend& backend = find_backend("reference");
+  const AttentionBackend& backend = find_backend(c.backend);
   auto impl = backend.make_impl(params);
 
   SyntheticBatchSpec spec{.decode_seq_lens = c.decodes, .prefills = c.prefills,
@@ -135,10 +138,12 @@ TEST_P(ReferenceAttention, MatchesHostReference) {
   auto out = upload(out_host);
   auto lse = upload(lse_host);
 
+  DeviceBuffer workspace(impl->workspace_bytes(batch.limits()));
   AttentionLayer layer;
   layer.name = "layers.0.attn";
   layer.k_scale = k_scale;
   layer.v_scale = v_scale;
+  layer.workspace = TensorView(workspace.data(), DType::kU8, {static_cast<std::int64_t>(workspace.bytes())}, Device::cuda());
   const AttentionMetadata& md = builder->build(common, stream.get());
   impl->forward(layer, q.view, k.view, v.view, kv_view, md, out.view, stream.get(), lse.view);
   stream.synchronize();
@@ -210,6 +215,29 @@ std::vector<Case> cases() {
   out.push_back({.name = "bf16_encoder", .type = AttentionType::kEncoder});
   out.push_back({.name = "f16_encoder_only_window", .dtype = DType::kF16, .cache_dtype = DType::kF16, .sliding_window = 8, .type = AttentionType::kEncoderOnly, .tolerance = 5e-3});
   out.push_back({.name = "bf16_encoder_only_alibi", .alibi = true, .type = AttentionType::kEncoderOnly});
+
+  // The paged decode backend: decode rows through split-KV, other rows through the reference.
+  const char* pd = "paged_decode";
+  const std::vector<int> long_decodes = {1, 16, 17, 300, 1000, 4096};  // length 1 and a long one
+  out.push_back({.name = "decode_bf16_gqa4_d128", .backend = pd});
+  out.push_back({.name = "decode_f16_gqa4_d128", .backend = pd, .dtype = DType::kF16, .cache_dtype = DType::kF16, .tolerance = 5e-3});
+  out.push_back({.name = "decode_bf16_long_mixed_lengths", .backend = pd, .heads = 32, .kv_heads = 8, .decodes = long_decodes, .prefills = {}});
+  out.push_back({.name = "decode_bf16_one_split", .backend = pd, .heads = 32, .kv_heads = 8,
+                 .decodes = std::vector<int>(40, 333), .prefills = {{30, 7}}});
+  out.push_back({.name = "decode_bf16_d64_block32_gqa16", .backend = pd, .heads = 32, .kv_heads = 2, .head_size = 64, .block_size = 32, .decodes = long_decodes});
+  out.push_back({.name = "decode_bf16_d256_block64_mha", .backend = pd, .heads = 4, .kv_heads = 4, .head_size = 256, .block_size = 64, .decodes = long_decodes});
+  out.push_back({.name = "decode_bf16_mqa", .backend = pd, .heads = 16, .kv_heads = 1, .decodes = long_decodes});
+  out.push_back({.name = "decode_bf16_gqa3", .backend = pd, .heads = 12, .kv_heads = 4, .head_size = 64});
+  out.push_back({.name = "decode_bf16_gqa2_d256", .backend = pd, .heads = 8, .kv_heads = 4, .head_size = 256});
+  out.push_back({.name = "decode_bf16_fp8", .backend = pd, .cache_dtype = DType::kFp8E4M3, .heads = 32, .kv_heads = 8, .decodes = long_decodes});
+  out.push_back({.name = "decode_f16_fp8_d64_gqa8", .backend = pd, .dtype = DType::kF16, .cache_dtype = DType::kFp8E4M3, .heads = 16, .kv_heads = 2, .head_size = 64, .tolerance = 5e-3});
+  out.push_back({.name = "decode_bf16_fp8_d256_block32", .backend = pd, .cache_dtype = DType::kFp8E4M3, .head_size = 256, .block_size = 32});
+  out.push_back({.name = "decode_bf16_sliding_window", .backend = pd, .decodes = long_decodes, .sliding_window = 100});
+  out.push_back({.name = "decode_bf16_alibi", .backend = pd, .decodes = long_decodes, .alibi = true});
+  out.push_back({.name = "decode_bf16_softcap", .backend = pd, .softcap = 5.0f});
+  out.push_back({.name = "decode_bf16_all_features", .backend = pd, .heads = 16, .kv_heads = 2, .decodes = long_decodes, .sliding_window = 700, .alibi = true, .softcap = 30.0f});
+  out.push_back({.name = "decode_bf16_padding_rows", .backend = pd, .padding_rows = 5});
+  out.push_back({.name = "decode_bf16_decode_only", .backend = pd, .decodes = {5, 2000, 77}, .prefills = {}});
   return out;
 }
 
@@ -270,7 +298,9 @@ TEST(ReferenceCrossAttention, WritesEncoderKvThenAttendsWithoutNewKv) {
 }
 
 // --- graph capture: the captured forward replays correctly after the metadata changes ---
-TEST(ReferenceAttentionGraph, ReplayAfterNewMetadataMatchesHostReference) {
+class AttentionGraph : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(AttentionGraph, ReplayAfterNewMetadataMatchesHostReference) {
   FF_REQUIRE_GPU();
   AttentionParams params;
   params.num_heads = 8;
@@ -278,7 +308,7 @@ TEST(ReferenceAttentionGraph, ReplayAfterNewMetadataMatchesHostReference) {
   params.head_size = 128;
   params.scale = 1.0f / std::sqrt(128.0f);
   params.kv_cache_dtype = DType::kBF16;
-  const AttentionBackend& backend = find_backend("reference");
+  const AttentionBackend& backend = find_backend(GetParam());
   auto impl = backend.make_impl(params);
 
   // Two batches of the same shape (4 decodes + one 6-token prefill, 2 padding rows) with
@@ -295,14 +325,17 @@ TEST(ReferenceAttentionGraph, ReplayAfterNewMetadataMatchesHostReference) {
   std::mt19937 rng(77);
   const int rows = a.num_tokens;
   ASSERT_EQ(rows, b.num_tokens);
-  HostTensor cache(DType::kBF16, {2, num_blocks, 16, 2, 128});
+  HostTensor cache(DType::kBF16, backend.kv_cache_shape(num_blocks, 16, 2, 128, DType::kBF16));
   testing::fill_normal(cache, rng);  // every slot holds some context
   auto kv = upload(cache);
+  kv.view = kv_cache_view(backend, kv.buffer.data(), Device::cuda(), num_blocks, 16, 2, 128, DType::kBF16);
   HostTensor query(DType::kBF16, {rows, 8, 128}), key(DType::kBF16, {rows, 2, 128}), value(DType::kBF16, {rows, 2, 128});
   auto q = upload(query), k = upload(key), v = upload(value);
   HostTensor out_host(DType::kBF16, {rows, 8, 128});
   auto out = upload(out_host);
+  DeviceBuffer workspace(impl->workspace_bytes(limits));
   AttentionLayer layer;
+  layer.workspace = TensorView(workspace.data(), DType::kU8, {static_cast<std::int64_t>(workspace.bytes())}, Device::cuda());
 
   // Capture once against batch a's metadata buffers.
   const AttentionMetadata& md = builder->build(a.metadata(), stream.get());
@@ -314,6 +347,7 @@ TEST(ReferenceAttentionGraph, ReplayAfterNewMetadataMatchesHostReference) {
   FF_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
 
   HostTensor cache_now = cache;
+  const TensorView now_layout = kv_cache_view(backend, cache_now.data(), Device::cpu(), num_blocks, 16, 2, 128, DType::kBF16);
   for (const SyntheticBatch* batch : {&a, &b, &a}) {
     testing::fill_normal(query, rng, 2.0f);
     testing::fill_normal(key, rng);
@@ -328,13 +362,16 @@ TEST(ReferenceAttentionGraph, ReplayAfterNewMetadataMatchesHostReference) {
     FF_CUDA_CHECK(cudaGraphLaunch(exec, stream.get()));
     stream.synchronize();
     download(out.view, out_host);
-    host_reference::reshape_and_cache(key.view(), value.view(), cache_now.view(), batch->slot_mapping, 1.0f, 1.0f);
-    const auto expected = host_reference::attention(params, query.view(), {}, {}, cache_now.view(), batch->metadata(), 1.0f, 1.0f);
+    host_reference::reshape_and_cache(key.view(), value.view(), now_layout, batch->slot_mapping, 1.0f, 1.0f);
+    const auto expected = host_reference::attention(params, query.view(), {}, {}, now_layout, batch->metadata(), 1.0f, 1.0f);
     EXPECT_LE(relative_l2(to_doubles(out_host), expected.out), 1e-2);
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, AttentionGraph, ::testing::Values("reference", "paged_decode"),
+                         [](const auto& info) { return std::string(info.param); });
 
 // --- bad input changes nothing ---
 TEST(ReferenceAttentionErrors, RejectedCallsLeaveOutputsAndMetadataUntouched) {

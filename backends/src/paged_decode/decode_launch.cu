@@ -1,0 +1,60 @@
+// Head-size dispatch of the decode kernel, and the split combine.
+
+#include "freezeframe/core/error.h"
+#include "kernels/merge_state.cuh"
+#include "paged_decode/decode_kernel.cuh"
+#include "paged_decode/decode_launch.h"
+
+namespace freezeframe::paged_decode {
+namespace {
+
+// One CTA per (row, head): merge the splits of decode rows; other rows are not ours.
+template <typename T>
+__global__ void combine_kernel(const __grid_constant__ DecodeParams p, int head_size) {
+  const int row = blockIdx.x, head = blockIdx.y;
+  if (decode_request(p.query_start_loc, p.num_reqs, row) < 0) return;
+  const std::int64_t stride = static_cast<std::int64_t>(p.num_rows) * p.num_heads;
+  const std::int64_t state = static_cast<std::int64_t>(row) * p.num_heads + head;
+  auto lse = [&](int r) { return p.partial_lse[r * stride + state]; };
+  T* out = static_cast<T*>(p.out) + row * p.out_stride_token + head * p.out_stride_head;
+  const float m = kernels::max_lse(p.num_splits, lse);
+  if (m == -INFINITY) {
+    for (int d = threadIdx.x; d < head_size; d += blockDim.x) out[d] = kernels::from_float<T>(0.0f);
+    if (threadIdx.x == 0 && p.lse != nullptr) p.lse[row * p.lse_stride_token + head] = -INFINITY;
+    return;
+  }
+  const float sum = kernels::weight_sum(p.num_splits, m, lse);
+  for (int d = threadIdx.x; d < head_size; d += blockDim.x) {
+    auto part = [&](int r) { return p.partial_out[(r * stride + state) * head_size + d]; };
+    out[d] = kernels::from_float<T>(kernels::merged_value(p.num_splits, m, sum, lse, part));
+  }
+  if (threadIdx.x == 0 && p.lse != nullptr) p.lse[row * p.lse_stride_token + head] = m + logf(sum);
+}
+
+}  // namespace
+
+void launch_decode(const DecodeParams& p, DType dtype, DType kv_dtype, int head_size,
+                   int heads_per_cta, cudaStream_t stream) {
+  if (p.num_rows == 0) return;
+  switch (head_size) {
+    case 64: return launch_decode_for_head_size<64>(p, dtype, kv_dtype, heads_per_cta, stream);
+    case 128: return launch_decode_for_head_size<128>(p, dtype, kv_dtype, heads_per_cta, stream);
+    case 256: return launch_decode_for_head_size<256>(p, dtype, kv_dtype, heads_per_cta, stream);
+  }
+  FF_THROW(ErrorCode::kUnsupported, "paged_decode: no kernel for head size ", head_size);
+}
+
+void launch_combine(const DecodeParams& p, DType dtype, int head_size, cudaStream_t stream) {
+  if (p.num_rows == 0) return;
+  const dim3 grid(p.num_rows, p.num_heads);
+  if (dtype == DType::kBF16) {
+    combine_kernel<__nv_bfloat16><<<grid, 128, 0, stream>>>(p, head_size);
+  } else if (dtype == DType::kF16) {
+    combine_kernel<__half><<<grid, 128, 0, stream>>>(p, head_size);
+  } else {
+    FF_THROW(ErrorCode::kUnsupported, "paged_decode: no combine for ", name_of(dtype));
+  }
+  FF_CHECK_LAUNCH();
+}
+
+}  // namespace freezeframe::paged_decode

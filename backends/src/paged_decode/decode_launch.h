@@ -1,0 +1,23 @@
+#pragma once
+// Host-side launchers of the paged decode kernels.
+
+#include <cuda_runtime_api.h>
+
+#include "freezeframe/core/dtype.h"
+#include "paged_decode/decode_params.h"
+
+namespace freezeframe::paged_decode {
+
+/// Grid (p.num_splits, p.num_kv_heads × group_size / heads_per_cta, p.num_rows). Throws
+/// kUnsupported for a combination without a compiled kernel.
+void launch_decode(const DecodeParams& p, DType dtype, DType kv_dtype, int head_size,
+                   int heads_per_cta, cudaStream_t stream);
+/// Merges the p.num_splits partial states of every decode row into p.out (and p.lse).
+void launch_combine(const DecodeParams& p, DType dtype, int head_size, cudaStream_t stream);
+
+/// One head size's instantiations (each in its own translation unit, so builds parallelise).
+template <int D>
+void launch_decode_for_head_size(const DecodeParams& p, DType dtype, DType kv_dtype,
+                                 int heads_per_cta, cudaStream_t stream);
+
+}  // namespace freezeframe::paged_decode
