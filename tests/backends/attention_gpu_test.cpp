@@ -36,7 +36,7 @@ struct Case {
   std::vector<int> decodes = {1, 37, 160};
   std::vector<SyntheticBatchSpec::Prefill> prefills = {{53, 20}, {17, 17}};
   int padding_rows = 0;
-  std::optional<int> sliding_window;
+  std::optional<int> sliding_window = std::nullopt;
   bool alibi = false;
   float softcap = 0.0f;
   bool head_major_cache = false;  // physical [2, blocks, heads, block_size, D] instead of NHD

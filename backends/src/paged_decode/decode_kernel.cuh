@@ -146,13 +146,14 @@ __global__ void __launch_bounds__(kThreads)
   const auto* v_base = static_cast<const std::uint8_t*>(p.v_cache);
   const std::int32_t* blocks = p.block_table + static_cast<std::int64_t>(req) * p.block_table_stride;
 
-  for (int j0 = begin + warp * kTokensPerIter; j0 < end; j0 += kWarps * kTokensPerIter) {
-    uint4 k_raw[kUnroll], v_raw[kUnroll];
-    int token[kUnroll];
+  // Loads of the next iteration are issued before the current one is computed, so each warp
+  // keeps two iterations' rows in flight.
+  constexpr int kStride = kWarps * kTokensPerIter;
+  auto load = [&](int j0, uint4 (&k_raw)[kUnroll], uint4 (&v_raw)[kUnroll]) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      token[u] = j0 + u * kTokensPerStep + slot;
-      const int t = token[u] < end ? token[u] : j0;  // a valid row stands in for a masked one
+      const int token = j0 + u * kTokensPerStep + slot;
+      const int t = token < end ? token : j0;  // a valid row stands in for a masked one
       const std::int64_t offset =
           (static_cast<std::int64_t>(blocks[t / p.block_size]) * p.stride_block +
            (t % p.block_size) * p.stride_token + kv_head * p.stride_head + sub * kElems) *
@@ -160,6 +161,16 @@ __global__ void __launch_bounds__(kThreads)
       k_raw[u] = __ldg(reinterpret_cast<const uint4*>(k_base + offset));
       v_raw[u] = __ldg(reinterpret_cast<const uint4*>(v_base + offset));
     }
+  };
+  uint4 k_raw[kUnroll], v_raw[kUnroll];
+  int j0 = begin + warp * kTokensPerIter;
+  if (j0 < end) load(j0, k_raw, v_raw);
+  for (; j0 < end; j0 += kStride) {
+    uint4 k_next[kUnroll], v_next[kUnroll];
+    if (j0 + kStride < end) load(j0 + kStride, k_next, v_next);
+    int token[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) token[u] = j0 + u * kTokensPerStep + slot;
 
     float s[kUnroll][HeadsPerCta];
 #pragma unroll
@@ -206,6 +217,11 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int e = 0; e < kElems; ++e) acc[h][e] += prob * v[e];
       }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      k_raw[u] = k_next[u];
+      v_raw[u] = v_next[u];
     }
   }
 

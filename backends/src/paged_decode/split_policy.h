@@ -9,17 +9,18 @@ namespace freezeframe {
 
 struct DecodeSplitPolicy {
   int sm_count = 132;  ///< H100 SXM / H200
-  int max_splits = 32;
+  int max_splits = 128;
+  /// CTAs per SM the launch aims for in total: enough waves that the last, partial wave of a
+  /// multi-wave launch costs little (about 3 CTAs of the decode kernel fit on an SM at once).
+  int ctas_per_sm = 16;
 
   /// Reads the current device's multiprocessor count (132 assumed without a GPU).
   static DecodeSplitPolicy for_current_device();
 
-  /// Enough splits to give every SM about four CTAs; one when the rows alone fill the GPU
-  /// twice over.
+  /// Splits that bring the launch to about ctas_per_sm CTAs per SM.
   [[nodiscard]] int splits(int rows, int ctas_per_row) const {
-    const long ctas = static_cast<long>(rows) * ctas_per_row;
-    if (ctas >= 2L * sm_count) return 1;
-    const long wanted = (4L * sm_count + ctas - 1) / ctas;
+    const long ctas = std::max(1L, static_cast<long>(rows) * ctas_per_row);
+    const long wanted = (static_cast<long>(ctas_per_sm) * sm_count + ctas - 1) / ctas;
     return static_cast<int>(std::clamp(wanted, 1L, static_cast<long>(max_splits)));
   }
 };
