@@ -20,12 +20,10 @@ void run_heads(const DecodeParams& p, int heads_per_cta, cudaStream_t stream) {
     case 1: return run<T, KV, D, 1>(p, stream);
     case 2: return run<T, KV, D, 2>(p, stream);
     case 4: return run<T, KV, D, 4>(p, stream);
-    case 8:
-      if constexpr (sizeof(KV) == 2) return run<T, KV, D, 8>(p, stream);
-      break;
+    case 8: return run<T, KV, D, 8>(p, stream);
   }
   FF_THROW(ErrorCode::kUnsupported, "paged_decode: no kernel for ", heads_per_cta,
-           " query heads per CTA with a ", sizeof(KV) == 1 ? "fp8" : "16-bit", " cache");
+           " query heads per CTA");
 }
 
 template <int D>

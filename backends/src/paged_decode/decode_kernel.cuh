@@ -3,12 +3,18 @@
 // paged cache, for the H100/H200 class of GPUs, where decode is bound by reading the cache.
 //
 // Grid: (split, kv head × head group, row). One CTA reads one KV head's slice of one request's
-// cache once and serves all HeadsPerCta query heads of its group from it. Each lane owns 16
-// bytes of a key/value row (kLanesPerToken lanes per row), so a warp's loads are 16-byte and
-// coalesced; kUnroll rows per lane are loaded before any is used. Each warp keeps its own
-// online softmax over its tokens; the CTA's warps merge through shared memory at the end, and
-// the splits of a row merge in a separate combine kernel (or the CTA writes the output itself
-// when there is one split).
+// cache once and serves all HeadsPerCta (≤ 8) query heads of its group from it. Each warp
+// walks 16-token tiles: every lane loads 16-byte pieces of two key rows and two value rows,
+// the tensor cores form S = Q·Kᵀ (heads × tokens) and Oᵀ += Vᵀ·Pᵀ (dims × heads) from them,
+// and the softmax runs online per warp. The CTA's warps merge through shared memory at the
+// end; a row's splits merge in the combine kernel (or the CTA writes the output itself when
+// there is one split).
+//
+// Note [Permuted dot products]: a dot product does not depend on the order of its terms, so
+// each lane's k-slices of Q and K may be any dims, as long as both agree. Lane t of a row's
+// four lanes holds, for load j, the E consecutive elements at j·4E + t·E (E = 8 for 16-bit,
+// 16 for fp8 caches): 16-byte loads feed the mma fragments directly. Output dims come out in
+// the same permuted order and are put back where they belong when the warp writes them out.
 //
 // Rows whose request has more than one new token (prefill) and padding rows are skipped: the
 // launch covers every row of the step, so its shape depends on the batch shape alone.
@@ -18,62 +24,15 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/convert.cuh"
 #include "paged_decode/decode_params.h"
 
 namespace freezeframe::paged_decode {
 
-inline constexpr int kUnroll = 4;
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
-
-/// 16 bytes of a cache row as floats.
-template <typename KV>
-struct Vec16;
-
-template <>
-struct Vec16<__nv_bfloat16> {
-  static constexpr int kElems = 8;
-  static __device__ __forceinline__ void to_float(const uint4& raw, float* out) {
-    const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __bfloat1622float2(pairs[i]);
-      out[2 * i] = f.x;
-      out[2 * i + 1] = f.y;
-    }
-  }
-};
-
-template <>
-struct Vec16<__half> {
-  static constexpr int kElems = 8;
-  static __device__ __forceinline__ void to_float(const uint4& raw, float* out) {
-    const auto* pairs = reinterpret_cast<const __half2*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __half22float2(pairs[i]);
-      out[2 * i] = f.x;
-      out[2 * i + 1] = f.y;
-    }
-  }
-};
-
-template <>
-struct Vec16<__nv_fp8_e4m3> {
-  static constexpr int kElems = 16;
-  static __device__ __forceinline__ void to_float(const uint4& raw, float* out) {
-    const auto* pairs = reinterpret_cast<const __nv_fp8x2_storage_t*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const __half2 h = __nv_cvt_fp8x2_to_halfraw2(pairs[i], __NV_E4M3);
-      const float2 f = __half22float2(h);
-      out[2 * i] = f.x;
-      out[2 * i + 1] = f.y;
-    }
-  }
-};
 
 /// The decode request of `row`, or −1 when the row is padding or part of a prefill.
 __device__ __forceinline__ int decode_request(const std::int32_t* query_start_loc, int num_reqs,
@@ -87,15 +46,95 @@ __device__ __forceinline__ int decode_request(const std::int32_t* query_start_lo
   return query_start_loc[lo + 1] - query_start_loc[lo] == 1 ? lo : -1;
 }
 
+/// The 16-bit type the tensor cores multiply for a cache of KV (fp8 is widened to f16).
+template <typename KV>
+struct MmaType {
+  using type = __half;
+};
+template <>
+struct MmaType<__nv_bfloat16> {
+  using type = __nv_bfloat16;
+};
+
+/// c += a·b for m16n8k16 with f32 accumulation; a and b hold pairs of T.
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&c)[4], std::uint32_t a0, std::uint32_t a1,
+                                          std::uint32_t a2, std::uint32_t a3, std::uint32_t b0,
+                                          std::uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+/// Transposes an 8×8 matrix of 16-bit pairs held one row pair per lane (row lane/4, columns
+/// 2·(lane%4) and +1) into the same layout of its transpose.
+__device__ __forceinline__ std::uint32_t transpose_8x8(std::uint32_t x) {
+  std::uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+template <typename T>
+__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  }
+}
+
+/// One lane's 16-byte loads of a row, as D/8 registers of MT pairs in permuted dim order.
+template <typename KV, int D>
+struct RowPieces {
+  static constexpr int kElems = 16 / sizeof(KV);  // E
+  static constexpr int kLoads = D / (4 * kElems);
+  static constexpr int kRegs = D / 8;
+  uint4 raw[kLoads];
+
+  __device__ __forceinline__ void load(const std::uint8_t* row_base, int lane_t) {
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) {
+      raw[j] = __ldg(reinterpret_cast<const uint4*>(row_base + (j * 4 * kElems + lane_t * kElems) * sizeof(KV)));
+    }
+  }
+  /// Register w (elements 2w', 2w'+1 of this lane's pieces).
+  __device__ __forceinline__ std::uint32_t reg(int w) const {
+    if constexpr (sizeof(KV) == 2) {
+      return reinterpret_cast<const std::uint32_t*>(raw)[w];
+    } else {
+      const auto* pairs = reinterpret_cast<const __nv_fp8x2_storage_t*>(raw);
+      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pairs[w], __NV_E4M3);
+      return *reinterpret_cast<const std::uint32_t*>(&h);
+    }
+  }
+  /// The dim that element e (0 or 1) of register w of lane t holds.
+  static __device__ __forceinline__ int dim(int lane_t, int w, int e) {
+    constexpr int kPairs = kElems / 2;
+    return (w / kPairs) * 4 * kElems + lane_t * kElems + 2 * (w % kPairs) + e;
+  }
+};
+
 template <typename T, typename KV, int D, int HeadsPerCta>
 __global__ void __launch_bounds__(kThreads)
     paged_decode_kernel(const __grid_constant__ DecodeParams p) {
-  using Vec = Vec16<KV>;
-  constexpr int kElems = Vec::kElems;
-  constexpr int kLanesPerToken = D / kElems;
-  static_assert(kLanesPerToken >= 1 && kLanesPerToken <= 32 && 32 % kLanesPerToken == 0);
-  constexpr int kTokensPerStep = 32 / kLanesPerToken;
-  constexpr int kTokensPerIter = kTokensPerStep * kUnroll;
+  static_assert(HeadsPerCta <= 8, "one mma n-tile holds 8 heads");
+  using MT = typename MmaType<KV>::type;
+  using Rows = RowPieces<KV, D>;
+  constexpr int kSteps = D / 16;         // mma k-steps over the head dim
+  constexpr int kDimTiles = D / 16;      // mma m-tiles over the output dims
+  constexpr int kTile = 16;              // tokens per warp iteration
 
   __shared__ float s_acc[kWarps][HeadsPerCta][D];
   __shared__ float s_m[kWarps][HeadsPerCta];
@@ -111,138 +150,138 @@ __global__ void __launch_bounds__(kThreads)
   const int kv_head = blockIdx.y / groups_per_kv;
   const int head0 = kv_head * group_size + (blockIdx.y % groups_per_kv) * HeadsPerCta;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int slot = lane / kLanesPerToken;  // which token of a step this lane reads
-  const int sub = lane % kLanesPerToken;   // which 16 bytes of the row
+  const int g = lane / 4;  // token of a tile (loads), head (scores), dim row (outputs)
+  const int t = lane % 4;
 
   // This split's slice of the visible keys, in whole 16-token tiles.
   const int len = p.seq_lens[req];
   const int pos = len - 1;
   const int first = p.sliding_window > 0 ? max(0, len - p.sliding_window) : 0;
-  const int tiles = (len - first + 15) / 16;
+  const int tiles = (len - first + kTile - 1) / kTile;
   const int tiles_per_split = (tiles + p.num_splits - 1) / p.num_splits;
-  const int begin = first + split * tiles_per_split * 16;
-  const int end = min(len, begin + tiles_per_split * 16);
+  const int begin = first + split * tiles_per_split * kTile;
+  const int end = min(len, begin + tiles_per_split * kTile);
 
-  // This lane's slice of the queries, pre-scaled.
-  float q[HeadsPerCta][kElems];
+  // Q as the A operand (rows = heads; rows 8-15 are zero), in the permuted dim order.
+  const bool head_valid = g < HeadsPerCta;
+  std::uint32_t qa[kSteps][2];
+  {
+    const T* q = static_cast<const T*>(p.q) + row * p.q_stride_token + (head0 + min(g, HeadsPerCta - 1)) * p.q_stride_head;
 #pragma unroll
-  for (int h = 0; h < HeadsPerCta; ++h) {
-    const T* src = static_cast<const T*>(p.q) + row * p.q_stride_token +
-                   (head0 + h) * p.q_stride_head + sub * kElems;
+    for (int s = 0; s < kSteps; ++s) {
 #pragma unroll
-    for (int e = 0; e < kElems; ++e) q[h][e] = kernels::to_float(src[e]) * p.q_scale;
+      for (int half = 0; half < 2; ++half) {
+        const int w = 2 * s + half;
+        const float lo = head_valid ? kernels::to_float(q[Rows::dim(t, w, 0)]) : 0.0f;
+        const float hi = head_valid ? kernels::to_float(q[Rows::dim(t, w, 1)]) : 0.0f;
+        qa[s][half] = pack2<MT>(lo, hi);
+      }
+    }
   }
+  const float qk_scale = p.q_scale;
+  const float slope = (p.use_alibi && head_valid) ? p.alibi[head0 + g] : 0.0f;
 
-  float m[HeadsPerCta], l[HeadsPerCta], acc[HeadsPerCta][kElems];
+  float m = -INFINITY, l = 0.0f;  // per head g, log2 units; l is this lane's partial sum
+  float o[kDimTiles][4];
 #pragma unroll
-  for (int h = 0; h < HeadsPerCta; ++h) {
-    m[h] = -INFINITY;
-    l[h] = 0.0f;
-#pragma unroll
-    for (int e = 0; e < kElems; ++e) acc[h][e] = 0.0f;
-  }
+  for (int i = 0; i < kDimTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
 
   const auto* k_base = static_cast<const std::uint8_t*>(p.k_cache);
   const auto* v_base = static_cast<const std::uint8_t*>(p.v_cache);
   const std::int32_t* blocks = p.block_table + static_cast<std::int64_t>(req) * p.block_table_stride;
+  const int block_mask = (1 << p.block_shift) - 1;
 
-  // Loads of the next iteration are issued before the current one is computed, so each warp
-  // keeps two iterations' rows in flight.
-  constexpr int kStride = kWarps * kTokensPerIter;
-  auto load = [&](int j0, uint4 (&k_raw)[kUnroll], uint4 (&v_raw)[kUnroll]) {
+  for (int j0 = begin + warp * kTile; j0 < end; j0 += kWarps * kTile) {
+    Rows k_rows[2], v_rows[2];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int token = j0 + u * kTokensPerStep + slot;
-      const int t = token < end ? token : j0;  // a valid row stands in for a masked one
+    for (int i = 0; i < 2; ++i) {
+      const int token = j0 + 8 * i + g;
+      const int tk = token < end ? token : j0;  // a valid row stands in for a masked one
       const std::int64_t offset =
-          (static_cast<std::int64_t>(blocks[t / p.block_size]) * p.stride_block +
-           (t % p.block_size) * p.stride_token + kv_head * p.stride_head + sub * kElems) *
+          (static_cast<std::int64_t>(blocks[tk >> p.block_shift]) * p.stride_block +
+           (tk & block_mask) * p.stride_token + kv_head * p.stride_head) *
           static_cast<std::int64_t>(sizeof(KV));
-      k_raw[u] = __ldg(reinterpret_cast<const uint4*>(k_base + offset));
-      v_raw[u] = __ldg(reinterpret_cast<const uint4*>(v_base + offset));
+      k_rows[i].load(k_base + offset, t);
+      v_rows[i].load(v_base + offset, t);
     }
-  };
-  uint4 k_raw[kUnroll], v_raw[kUnroll];
-  int j0 = begin + warp * kTokensPerIter;
-  if (j0 < end) load(j0, k_raw, v_raw);
-  for (; j0 < end; j0 += kStride) {
-    uint4 k_next[kUnroll], v_next[kUnroll];
-    if (j0 + kStride < end) load(j0 + kStride, k_next, v_next);
-    int token[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) token[u] = j0 + u * kTokensPerStep + slot;
 
-    float s[kUnroll][HeadsPerCta];
+    // S = Q·Kᵀ for the two 8-token tiles: lane holds head g's scores of tokens 2t, 2t+1.
+    float s[2][4];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      float k[kElems];
-      Vec::to_float(k_raw[u], k);
+    for (int i = 0; i < 2; ++i) {
+      s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
 #pragma unroll
-      for (int h = 0; h < HeadsPerCta; ++h) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int e = 0; e < kElems; ++e) dot += q[h][e] * k[e];
-#pragma unroll
-        for (int o = kLanesPerToken / 2; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        if (p.softcap > 0.0f) dot = p.softcap * tanhf(dot / p.softcap);
-        if (p.use_alibi) dot += p.alibi[head0 + h] * static_cast<float>(token[u] - pos);
-        s[u][h] = token[u] < end ? dot * kLog2e : -INFINITY;
+      for (int step = 0; step < kSteps; ++step) {
+        mma_16816<MT>(s[i], qa[step][0], 0u, qa[step][1], 0u, k_rows[i].reg(2 * step),
+                      k_rows[i].reg(2 * step + 1));
       }
     }
 
+    float score[2][2];
+    float chunk_max = -INFINITY;
 #pragma unroll
-    for (int h = 0; h < HeadsPerCta; ++h) {
-      float chunk_max = s[0][h];
+    for (int i = 0; i < 2; ++i) {
 #pragma unroll
-      for (int u = 1; u < kUnroll; ++u) chunk_max = fmaxf(chunk_max, s[u][h]);
-#pragma unroll
-      for (int o = kLanesPerToken; o < 32; o *= 2) {
-        chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, o));
-      }
-      const float m_new = fmaxf(m[h], chunk_max);  // finite: token j0 is valid
-      const float correction = exp2f(m[h] - m_new);
-      m[h] = m_new;
-      l[h] *= correction;
-#pragma unroll
-      for (int e = 0; e < kElems; ++e) acc[h][e] *= correction;
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      float v[kElems];
-      Vec::to_float(v_raw[u], v);
-#pragma unroll
-      for (int h = 0; h < HeadsPerCta; ++h) {
-        const float prob = exp2f(s[u][h] - m[h]);
-        l[h] += prob;
-#pragma unroll
-        for (int e = 0; e < kElems; ++e) acc[h][e] += prob * v[e];
+      for (int e = 0; e < 2; ++e) {
+        const int token = j0 + 8 * i + 2 * t + e;
+        float x = s[i][e] * qk_scale;
+        if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+        x += slope * static_cast<float>(token - pos);
+        score[i][e] = token < end ? x * kLog2e : -INFINITY;
+        chunk_max = fmaxf(chunk_max, score[i][e]);
       }
     }
+    chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, 1));
+    chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, 2));
+    const float m_new = fmaxf(m, chunk_max);  // finite: token j0 is valid
+    const float correction = exp2f(m - m_new);
+    m = m_new;
+    float prob[2][2];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      k_raw[u] = k_next[u];
-      v_raw[u] = v_next[u];
+    for (int i = 0; i < 2; ++i) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) prob[i][e] = exp2f(score[i][e] - m);
+    }
+    l = l * correction + (prob[0][0] + prob[0][1]) + (prob[1][0] + prob[1][1]);
+
+    // Oᵀ (dims × heads) += Vᵀ·Pᵀ. Pᵀ as B: column = head g, k = tokens 2t, 2t+1 (+8).
+    const std::uint32_t pb0 = pack2<MT>(prob[0][0], prob[0][1]);
+    const std::uint32_t pb1 = pack2<MT>(prob[1][0], prob[1][1]);
+    // Output columns are heads 2t and 2t+1: their corrections live in lanes 8t and 8t+4.
+    const float corr_lo = __shfl_sync(0xffffffffu, correction, 8 * t);
+    const float corr_hi = __shfl_sync(0xffffffffu, correction, 8 * t + 4);
+#pragma unroll
+    for (int mt = 0; mt < kDimTiles; ++mt) {
+      const std::uint32_t a0 = transpose_8x8(v_rows[0].reg(2 * mt));
+      const std::uint32_t a1 = transpose_8x8(v_rows[0].reg(2 * mt + 1));
+      const std::uint32_t a2 = transpose_8x8(v_rows[1].reg(2 * mt));
+      const std::uint32_t a3 = transpose_8x8(v_rows[1].reg(2 * mt + 1));
+      o[mt][0] *= corr_lo;
+      o[mt][1] *= corr_hi;
+      o[mt][2] *= corr_lo;
+      o[mt][3] *= corr_hi;
+      mma_16816<MT>(o[mt], a0, a1, a2, a3, pb0, pb1);
     }
   }
 
-  // Sum the warp's token slots (m is already uniform across the warp).
-#pragma unroll
-  for (int h = 0; h < HeadsPerCta; ++h) {
-#pragma unroll
-    for (int o = kLanesPerToken; o < 32; o *= 2) {
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], o);
-#pragma unroll
-      for (int e = 0; e < kElems; ++e) acc[h][e] += __shfl_xor_sync(0xffffffffu, acc[h][e], o);
-    }
+  // Head g's sum over its four lanes; publish the warp's state.
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  if (t == 0 && head_valid) {
+    s_m[warp][g] = m;
+    s_l[warp][g] = l;
   }
-  if (slot == 0) {
+  // o[mt] holds (dim row g of register 2mt / 2mt+1's 8×8 tile, heads 2t and 2t+1).
 #pragma unroll
-    for (int h = 0; h < HeadsPerCta; ++h) {
+  for (int mt = 0; mt < kDimTiles; ++mt) {
 #pragma unroll
-      for (int e = 0; e < kElems; ++e) s_acc[warp][h][sub * kElems + e] = acc[h][e];
-      if (sub == 0) {
-        s_m[warp][h] = m[h];
-        s_l[warp][h] = l[h];
+    for (int half = 0; half < 2; ++half) {
+      const int w = 2 * mt + half;
+      const int d = Rows::dim(g / 2, w, g % 2);
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int head = 2 * t + e;
+        if (head < HeadsPerCta) s_acc[warp][head][d] = o[mt][2 * half + e];
       }
     }
   }

@@ -23,7 +23,7 @@ struct DecodeParams {
   std::int64_t stride_block = 0, stride_token = 0, stride_head = 0;
   const std::int32_t* block_table = nullptr;
   int block_table_stride = 0;
-  int block_size = 0;
+  int block_shift = 0;  // log2 of the block size (a power of two)
   const std::int32_t* query_start_loc = nullptr;
   const std::int32_t* seq_lens = nullptr;
   int num_reqs = 0;

@@ -28,11 +28,10 @@ using E = ErrorCode;
 constexpr std::array<int, 3> kHeadSizes = {64, 128, 256};
 constexpr std::array<DType, 3> kCacheDTypes = {DType::kBF16, DType::kF16, DType::kFp8E4M3};
 
-/// Query heads one CTA serves: the largest of 8, 4, 2, 1 dividing the GQA group (4 at most
-/// for fp8 caches, whose 16-byte loads hold twice the elements and so twice the registers).
-int heads_per_cta(int group_size, DType cache_dtype) {
-  const int cap = is_fp8(cache_dtype) ? 4 : 8;
-  for (int h = cap; h > 1; h /= 2) {
+/// Query heads one CTA serves: the largest of 8, 4, 2, 1 dividing the GQA group (8 = one mma
+/// tile of heads; larger groups take several CTAs per KV head).
+int heads_per_cta(int group_size) {
+  for (int h = 8; h > 1; h /= 2) {
     if (group_size % h == 0) return h;
   }
   return 1;
@@ -42,7 +41,7 @@ class PagedDecodeImpl final : public AttentionImpl {
  public:
   PagedDecodeImpl(const AttentionParams& params, DcpGroup dcp)
       : AttentionImpl(params, dcp),
-        heads_per_cta_(heads_per_cta(params.num_heads / params.num_kv_heads, params.kv_cache_dtype)),
+        heads_per_cta_(heads_per_cta(params.num_heads / params.num_kv_heads)),
         policy_(DecodeSplitPolicy::for_current_device()) {}
 
   bool can_return_lse_for_decode() const override { return true; }
@@ -137,7 +136,10 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
   d.stride_head = k_cache.stride(2);
   d.block_table = md.block_table;
   d.block_table_stride = md.block_table_stride;
-  d.block_size = static_cast<int>(k_cache.size(1));
+  const int block_size = static_cast<int>(k_cache.size(1));
+  FF_CHECK(block_size > 0 && (block_size & (block_size - 1)) == 0, E::kUnsupported,
+           "paged_decode needs a power-of-two block size, got ", block_size);
+  while ((1 << d.block_shift) < block_size) ++d.block_shift;
   d.query_start_loc = md.query_start_loc;
   d.seq_lens = md.seq_lens;
   d.num_reqs = md.num_reqs;
@@ -181,7 +183,7 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
     source.stride_head = k_cache.stride(2);
     source.block_table = md.block_table;
     source.block_table_stride = md.block_table_stride;
-    source.block_size = d.block_size;
+    source.block_size = block_size;
     source.k_scale = fp8 ? layer.k_scale : 1.0f;
     source.v_scale = fp8 ? layer.v_scale : 1.0f;
     reference::launch_attention(rest, source, stream);
