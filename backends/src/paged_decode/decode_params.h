@@ -8,6 +8,7 @@ namespace freezeframe::paged_decode {
 inline constexpr int kWarps = 4;
 inline constexpr int kThreads = kWarps * 32;
 inline constexpr int kMaxHeads = 256;
+inline constexpr int kMaxSplits = 128;
 
 struct DecodeParams {
   const void* q = nullptr;

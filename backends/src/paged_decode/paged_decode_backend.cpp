@@ -48,9 +48,10 @@ class PagedDecodeImpl final : public AttentionImpl {
   bool fused_output_quant_supported(const QuantKey&) const override { return false; }
 
   std::size_t workspace_bytes(const BatchLimits& limits) const override {
+    const long max_seq_tokens = static_cast<long>(limits.max_blocks_per_req) * std::max(limits.block_size, 1);
     std::size_t most = 0;
     for (int rows = 1; rows <= limits.max_num_tokens; ++rows) {
-      most = std::max(most, layout(rows).total);
+      most = std::max(most, layout(rows, max_seq_tokens).total);
     }
     return most;
   }
@@ -65,9 +66,9 @@ class PagedDecodeImpl final : public AttentionImpl {
     int splits;
     std::size_t partial_lse, total;
   };
-  Workspace layout(int rows) const {
+  Workspace layout(int rows, long max_seq_tokens) const {
     const AttentionParams& p = params();
-    const int splits = policy_.splits(rows, p.num_heads / heads_per_cta_);
+    const int splits = policy_.splits(rows, p.num_heads / heads_per_cta_, max_seq_tokens);
     if (splits == 1) return {1, 0, 0};
     const std::size_t states = std::size_t(splits) * rows * p.num_heads;
     const std::size_t out_bytes = (states * p.head_size * sizeof(float) + 255) / 256 * 256;
@@ -97,7 +98,8 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
                (k_cache.stride(2) * elem) % 16 == 0,
            E::kInvalidArgument, "paged_decode reads the cache in 16-byte vectors: its block, "
            "token and head strides must be multiples of 16 bytes");
-  const Workspace ws = layout(rows);
+  const int block_size = static_cast<int>(k_cache.size(1));
+  const Workspace ws = layout(rows, static_cast<long>(md.block_table_stride) * block_size);
   FF_CHECK(ws.total == 0 || (layer.workspace.defined() && layer.workspace.is_cuda() &&
                              static_cast<std::size_t>(layer.workspace.span_bytes()) >= ws.total),
            E::kOutOfMemory, "layer '", layer.name, "': the split-KV workspace holds ",
@@ -136,7 +138,6 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
   d.stride_head = k_cache.stride(2);
   d.block_table = md.block_table;
   d.block_table_stride = md.block_table_stride;
-  const int block_size = static_cast<int>(k_cache.size(1));
   FF_CHECK(block_size > 0 && (block_size & (block_size - 1)) == 0, E::kUnsupported,
            "paged_decode needs a power-of-two block size, got ", block_size);
   while ((1 << d.block_shift) < block_size) ++d.block_shift;
