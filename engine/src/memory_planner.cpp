@@ -150,15 +150,8 @@ MemoryPlan plan_memory(const EngineSpec& spec, std::int64_t device_bytes) {
 
   // Activations: lifetimes over the program's ops, packed greedy by size.
   {
-    const auto lifetimes = program.lifetimes();
     std::vector<int> ids;
-    std::vector<TensorLifetime> items;
-    for (int t = 0; t < static_cast<int>(program.tensors.size()); ++t) {
-      const ProgramTensor& tensor = program.tensors[t];
-      if (tensor.home != TensorHome::kActivation || lifetimes[t].first_op < 0) continue;
-      ids.push_back(t);
-      items.push_back({tensor.bytes(tokens, seqs), lifetimes[t].first_op, lifetimes[t].last_op});
-    }
+    const std::vector<TensorLifetime> items = activation_lifetimes(program, tokens, seqs, &ids);
     const PackedLayout packed = pack_lifetimes(items, kAlign);
     plan.add_region("activations", RegionKind::kActivations, packed.peak_bytes);
     for (std::size_t i = 0; i < ids.size(); ++i) {

@@ -60,6 +60,21 @@ int ModelProgram::tensor_index(std::string_view name) const {
   FF_THROW(ErrorCode::kNotFound, "the model program has no tensor '", name, "'");
 }
 
+std::vector<TensorLifetime> activation_lifetimes(const ModelProgram& program,
+                                                std::int64_t tokens, std::int64_t sequences,
+                                                std::vector<int>* tensor_ids) {
+  const auto lifetimes = program.lifetimes();
+  std::vector<TensorLifetime> result;
+  if (tensor_ids != nullptr) tensor_ids->clear();
+  for (int t = 0; t < static_cast<int>(program.tensors.size()); ++t) {
+    const ProgramTensor& tensor = program.tensors[t];
+    if (tensor.home != TensorHome::kActivation || lifetimes[t].first_op < 0) continue;
+    result.push_back({tensor.bytes(tokens, sequences), lifetimes[t].first_op, lifetimes[t].last_op});
+    if (tensor_ids != nullptr) tensor_ids->push_back(t);
+  }
+  return result;
+}
+
 namespace {
 
 class ProgramBuilder {

@@ -18,6 +18,7 @@
 
 #include "freezeframe/core/dtype.h"
 #include "freezeframe/engine/spec.h"
+#include "freezeframe/memory/lifetime_packer.h"
 
 namespace freezeframe {
 
@@ -102,6 +103,14 @@ struct ModelProgram {
   /// Index of the tensor called `name`; throws kNotFound.
   [[nodiscard]] int tensor_index(std::string_view name) const;
 };
+
+/// The lifetimes of the program's activation tensors (TensorHome::kActivation) for a step of
+/// `tokens` tokens and `sequences` sequences, steps being op indices; `tensor_ids`, when given,
+/// receives the program tensor index of each.
+[[nodiscard]] std::vector<TensorLifetime> activation_lifetimes(const ModelProgram& program,
+                                                               std::int64_t tokens,
+                                                               std::int64_t sequences,
+                                                               std::vector<int>* tensor_ids = nullptr);
 
 /// The program of `spec`'s model (the spec must be validated: load_spec / parse_spec).
 [[nodiscard]] ModelProgram build_model_program(const EngineSpec& spec);

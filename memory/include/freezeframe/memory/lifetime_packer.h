@@ -2,7 +2,9 @@
 // Offsets for tensors whose lifetimes are known in advance, so tensors that are never live at
 // the same time share memory. The packer is "greedy by size" (Pisarchyk & Lee, 2020): largest
 // tensor first, each placed in the tightest gap left by the already-placed tensors it overlaps
-// in time, or above them when no gap fits.
+// in time, or above them when no gap fits. It also packs largest-area-first (bytes x steps,
+// which puts long-lived tensors down before short ones) and keeps the lower peak: on random
+// interval sets that second order often wins by a few percent.
 
 #include <cstdint>
 #include <span>
