@@ -78,19 +78,30 @@ TensorView Arena::strided_view(std::string_view region_name, DType dtype,
   return checked(region, v, offset, region.bytes);
 }
 
-TensorView Arena::placement_view(std::string_view region_name, std::string_view name,
-                                 DType dtype, std::span<const std::int64_t> shape) const {
+const Placement& Arena::placement(std::string_view region_name, std::string_view name) const {
   const MemoryRegion& region = plan_.region(region_name);
   for (const Placement& p : region.placements) {
-    if (p.name != name) continue;
-    const TensorView v(base_ + p.offset, dtype, shape, device_);
-    const std::int64_t span = v.span_bytes();
-    FF_CHECK(span <= p.bytes, ErrorCode::kOutOfMemory, "a view ", v.describe(), " of ", span,
-             " bytes does not fit '", name, "' in region '", region.name, "' (", p.bytes,
-             " bytes)");
-    return v;
+    if (p.name == name) return p;
   }
   FF_THROW(ErrorCode::kNotFound, "region '", region.name, "' has no placement '", name, "'");
+}
+
+std::byte* Arena::placement_data(std::string_view region, std::string_view name,
+                                 std::int64_t bytes) const {
+  const Placement& p = placement(region, name);
+  FF_CHECK(bytes >= 0 && bytes <= p.bytes, ErrorCode::kOutOfMemory, bytes,
+           " bytes do not fit '", name, "' in region '", region, "' (", p.bytes, " bytes)");
+  return base_ + p.offset;
+}
+
+TensorView Arena::placement_view(std::string_view region, std::string_view name, DType dtype,
+                                 std::span<const std::int64_t> shape) const {
+  const Placement& p = placement(region, name);
+  const TensorView v(base_ + p.offset, dtype, shape, device_);
+  const std::int64_t span = v.span_bytes();
+  FF_CHECK(span <= p.bytes, ErrorCode::kOutOfMemory, "a view ", v.describe(), " of ", span,
+           " bytes does not fit '", name, "' in region '", region, "' (", p.bytes, " bytes)");
+  return v;
 }
 
 }  // namespace freezeframe

@@ -2,11 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/memory_planner.h"
+#include "freezeframe/backends/registry.h"
 #include "freezeframe/engine/model_program.h"
+#include "freezeframe/engine/plan_views.h"
+#include "freezeframe/memory/arena.h"
 #include "freezeframe/engine/spec.h"
 
 namespace freezeframe {
@@ -212,6 +217,49 @@ TEST(MemoryPlanner, OffGridCaptureSizesWarn) {
   ASSERT_EQ(plan.warnings.size(), 1u);
   EXPECT_NE(plan.warnings[0].find("sizes 3 are off the default ladder"), std::string::npos)
       << plan.warnings[0];
+}
+
+TEST(PlanViews, EveryTensorIsAViewInsideItsPlacement) {
+  // Host memory stands in for the device: the views and their checks are the same.
+  const std::string text = std::string(kTiny).replace(
+      std::string(kTiny).find("scheduler:"), 0,
+      "  layers:\n    - layers: [3]\n      kv_sharing_target: 1\n"
+      "cache:\n  memory_budget: 300MiB\n");
+  const EngineSpec spec = parse_spec(text);
+  const MemoryPlan plan = plan_memory(spec, 8 * GiB);
+  const ModelProgram program = build_model_program(spec);
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  const auto bytes = static_cast<std::size_t>(align_up(plan.used_bytes(), 256));
+  std::unique_ptr<std::byte, Free> memory(static_cast<std::byte*>(std::aligned_alloc(256, bytes)));
+  ASSERT_TRUE(memory);
+  const Arena arena = Arena::borrow(plan, memory.get(), plan.used_bytes(), Device::cpu());
+  const PlanViews views = bind_plan(spec, program, arena);
+
+  EXPECT_EQ(views.weights[0].size(0), 32000) << program.weights[0].name;
+  EXPECT_EQ(views.weights[0].size(1), 1024);
+  const TensorView qkv = views.tensors[program.tensor_index("layers.2.qkv")];
+  EXPECT_EQ(qkv.size(0), 1024);
+  EXPECT_EQ(qkv.size(1), (8 + 2 * 2) * 128);
+  const TensorView logits = views.tensors[program.tensor_index("logits")];
+  EXPECT_EQ(logits.size(0), 16) << "one row per sequence";
+  EXPECT_EQ(logits.dtype(), DType::kF32);
+
+  const AttentionBackend& backend = find_backend("reference");
+  const auto shape = backend.kv_cache_shape(plan.kv_cache.num_blocks, 16, 2, 128, DType::kBF16);
+  const TensorView cache1 = views.kv_caches[1];
+  ASSERT_EQ(cache1.dim(), static_cast<int>(shape.size()));
+  for (int d = 0; d < cache1.dim(); ++d) EXPECT_EQ(cache1.size(d), shape[d]) << "dim " << d;
+  EXPECT_EQ(views.kv_caches[3].data(), cache1.data()) << "layer 3 shares layer 1's cache";
+  EXPECT_NE(views.kv_caches[2].data(), cache1.data());
+  const std::byte* end = memory.get() + plan.used_bytes();
+  EXPECT_LE(static_cast<const std::byte*>(views.kv_caches[2].data()) +
+                views.kv_caches[2].span_bytes(), end);
+
+  // An arena smaller than the plan fails before any view is made.
+  EXPECT_THROW((void)Arena::borrow(plan, memory.get(), plan.used_bytes() - 256, Device::cpu()),
+               Error);
 }
 
 }  // namespace

@@ -54,6 +54,10 @@ class Arena {
                                         std::span<const std::int64_t> shape,
                                         std::span<const std::int64_t> strides,
                                         std::int64_t offset = 0) const;
+  /// First byte of the placement called `name` inside `region`, after checking that `bytes`
+  /// fit it (kOutOfMemory otherwise): for views a backend builds itself (a strided KV cache).
+  [[nodiscard]] std::byte* placement_data(std::string_view region, std::string_view name,
+                                          std::int64_t bytes) const;
   /// The placement called `name` inside `region`, seen as `shape`, which must fit it.
   [[nodiscard]] TensorView placement_view(std::string_view region, std::string_view name,
                                           DType dtype,
@@ -62,6 +66,7 @@ class Arena {
  private:
   Arena(const MemoryPlan& plan, std::byte* base, std::int64_t bytes, Device device,
         DeviceBuffer owned);
+  const Placement& placement(std::string_view region, std::string_view name) const;
   TensorView checked(const MemoryRegion& region, const TensorView& view, std::int64_t offset,
                      std::int64_t limit) const;
 
