@@ -78,7 +78,7 @@ void row(const std::string& name, int tensors, double ratio, double worst, doubl
                 "\"median_ms\": %.4f}",
                 name.c_str(), tensors, static_cast<long long>(peak),
                 static_cast<long long>(bound), ratio, worst, millis);
-  g_json += (g_json.empty() ? "" : ", ") + std::string(json);
+  (g_json += g_json.empty() ? "" : ", ") += std::string(json);
 }
 
 }  // namespace

@@ -307,7 +307,7 @@ MemoryPlan plan_memory(const EngineSpec& spec, std::int64_t device_bytes) {
     const std::vector<int> grid = default_capture_sizes(spec.cuda_graphs.max_capture_size);
     std::string off;
     for (const int s : spec.cuda_graphs.capture_sizes) {
-      if (!std::binary_search(grid.begin(), grid.end(), s)) off += (off.empty() ? "" : ", ") + std::to_string(s);
+      if (!std::binary_search(grid.begin(), grid.end(), s)) (off += off.empty() ? "" : ", ") += std::to_string(s);
     }
     if (!off.empty()) {
       plan.warnings.push_back(spec.where("cuda_graphs.capture_sizes") + ": sizes " + off +

@@ -341,7 +341,7 @@ LayerOverride SpecParser::parse_layer_fields(const YAML::Node& map, const std::s
     if (!registry.contains(*v)) {
       const std::vector<std::string> names = registry.names();
       std::string list;
-      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      for (const std::string& n : names) (list += list.empty() ? "" : ", ") += n;
       std::string message = "unknown attention backend '" + *v + "'; registered: " + list;
       if (const std::string hint = spec_detail::closest_match(*v, names); !hint.empty()) {
         message += " (did you mean '" + hint + "'?)";
@@ -684,7 +684,7 @@ void SpecParser::check_layers() {
                                     : model.head_size;
     if (!backend.supports_head_size(head)) {
       std::string list;
-      for (int s : backend.supported_head_sizes()) list += (list.empty() ? "" : ", ") + std::to_string(s);
+      for (int s : backend.supported_head_sizes()) (list += list.empty() ? "" : ", ") += std::to_string(s);
       layer_problem(model.is_mla() ? "model.mla.kv_lora_rank" : "model.head_size", l,
                     "backend '" + layer.backend + "' cannot run " +
                   (model.is_mla() ? "latent size (kv_lora_rank + qk_rope_head_dim) "

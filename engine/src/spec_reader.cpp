@@ -49,11 +49,13 @@ SpecLocation SpecReader::location(const YAML::Node& node) const {
 }
 
 void SpecReader::problem_at(const SpecLocation& at, std::string_view path, std::string message) {
-  std::string text = at.file;
-  if (at.line > 0) text += ":" + std::to_string(at.line) + ":" + std::to_string(at.column);
-  text += ": ";
-  if (!path.empty()) text += std::string(path) + ": ";
-  problems_.push_back(text + message);
+  std::ostringstream text;
+  text << at.file;
+  if (at.line > 0) text << ':' << at.line << ':' << at.column;
+  text << ": ";
+  if (!path.empty()) text << path << ": ";
+  text << message;
+  problems_.push_back(text.str());
 }
 
 void SpecReader::problem(const YAML::Node& at, std::string_view path, std::string message) {
@@ -79,7 +81,7 @@ void SpecReader::check_keys(const YAML::Node& map, std::string_view path,
   std::vector<std::string> names(known.begin(), known.end());
   std::set<std::string> seen;
   for (auto it = map.begin(); it != map.end(); ++it) {
-    const YAML::Node& key = it->first;
+    const YAML::Node key = it->first;  // a copy: `it->first` lives in a temporary proxy
     if (!key.IsScalar()) {
       problem(key, path, "keys must be plain names");
       continue;
@@ -95,7 +97,7 @@ void SpecReader::check_keys(const YAML::Node& map, std::string_view path,
       message += "; did you mean '" + hint + "'?";
     } else {
       std::string list;
-      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      for (const std::string& n : names) (list += list.empty() ? "" : ", ") += n;
       message += "; expected one of: " + list;
     }
     problem(key, join_path(path, name), message);
@@ -208,7 +210,7 @@ std::optional<std::string> SpecReader::read_choice(const YAML::Node& map, std::s
   if (!value) return std::nullopt;
   if (std::find(options.begin(), options.end(), *value) != options.end()) return value;
   std::string list;
-  for (const std::string& o : options) list += (list.empty() ? "" : ", ") + o;
+  for (const std::string& o : options) (list += list.empty() ? "" : ", ") += o;
   std::string message = "expected one of " + list + "; got '" + *value + "'";
   if (const std::string hint = closest_match(*value, options); !hint.empty()) {
     message += " (did you mean '" + hint + "'?)";

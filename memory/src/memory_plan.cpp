@@ -71,7 +71,7 @@ MemoryRegion* MemoryPlan::find_mutable(std::string_view name) {
 const MemoryRegion& MemoryPlan::region(std::string_view name) const {
   if (const MemoryRegion* r = find(name)) return *r;
   std::string known;
-  for (const MemoryRegion& r : regions_) known += (known.empty() ? "" : ", ") + r.name;
+  for (const MemoryRegion& r : regions_) (known += known.empty() ? "" : ", ") += r.name;
   FF_THROW(ErrorCode::kNotFound, "the plan has no region '", name, "' (regions: ", known, ")");
 }
 

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace freezeframe {
@@ -30,6 +31,10 @@ enum class RegionKind {
 
 /// One tensor inside a region.
 struct Placement {
+  Placement() = default;
+  Placement(std::string name_, std::int64_t offset_, std::int64_t bytes_)
+      : name(std::move(name_)), offset(offset_), bytes(bytes_) {}
+
   std::string name;
   std::int64_t offset = 0;  ///< bytes from the start of the arena
   std::int64_t bytes = 0;
