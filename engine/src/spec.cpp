@@ -66,6 +66,12 @@ std::vector<int> default_capture_sizes(int max_size) {
 namespace {
 
 constexpr std::int64_t kMaxInt = 1 << 30;
+// Upper bounds well above any real model that keep every byte count of the plan inside int64
+// (e.g. layers · intermediate · hidden · 12 bytes < 2^63) and block tables inside int.
+constexpr std::int64_t kMaxWidth = 1 << 18;         // hidden_size
+constexpr std::int64_t kMaxIntermediate = 1 << 22;  // intermediate_size
+constexpr std::int64_t kMaxVocab = 1 << 24;
+constexpr std::int64_t kMaxPositions = 1 << 28;     // max_position_embeddings, max_model_len
 
 const std::vector<std::string> kAttentionTypes = {"decoder", "encoder", "encoder_only",
                                                   "encoder_decoder"};
@@ -233,7 +239,7 @@ void SpecParser::parse_model(const YAML::Node& m) {
     return static_cast<int>(*v);
   };
   model.num_layers = required_int("num_layers", 1, 4096);
-  model.hidden_size = required_int("hidden_size", 1, kMaxInt);
+  model.hidden_size = required_int("hidden_size", 1, kMaxWidth);
   model.num_heads = required_int("num_heads", 1, 4096);
   if (SpecReader::child(m, "num_kv_heads").IsDefined()) {
     if (auto v = r_.read_int(m, "num_kv_heads", "model", 1, 4096)) {
@@ -243,17 +249,17 @@ void SpecParser::parse_model(const YAML::Node& m) {
     }
   }
   if (SpecReader::child(m, "head_size").IsDefined()) {
-    if (auto v = r_.read_int(m, "head_size", "model", 1, 65536)) {
+    if (auto v = r_.read_int(m, "head_size", "model", 1, 4096)) {
       head_size_given_ = static_cast<int>(*v);
     } else {
       model_ok_ = false;
     }
   }
-  if (auto v = r_.read_int(m, "intermediate_size", "model", 1, kMaxInt)) {
+  if (auto v = r_.read_int(m, "intermediate_size", "model", 1, kMaxIntermediate)) {
     model.intermediate_size = static_cast<int>(*v);
   }
   if (auto v = r_.read_bool(m, "builtin_weights", "model")) model.builtin_weights = *v;
-  if (auto v = r_.read_int(m, "vocab_size", "model", 1, kMaxInt)) {
+  if (auto v = r_.read_int(m, "vocab_size", "model", 1, kMaxVocab)) {
     model.vocab_size = static_cast<int>(*v);
   } else if (!SpecReader::child(m, "vocab_size").IsDefined() && model.builtin_weights) {
     r_.problem(m, "model.vocab_size", "is required when model.builtin_weights is true");
@@ -266,7 +272,7 @@ void SpecParser::parse_model(const YAML::Node& m) {
   if (auto v = r_.read_number(m, "rms_norm_eps", "model", 0, 1, true)) {
     model.rms_norm_eps = static_cast<float>(*v);
   }
-  if (auto v = r_.read_int(m, "max_position_embeddings", "model", 1, std::int64_t(1) << 40)) {
+  if (auto v = r_.read_int(m, "max_position_embeddings", "model", 1, kMaxPositions)) {
     model.max_position_embeddings = *v;
   }
   if (auto v = r_.read_choice(m, "mlp", "model", kMlpKinds)) defaults_.mlp = parse_mlp(*v);
@@ -308,7 +314,7 @@ void SpecParser::parse_model(const YAML::Node& m) {
                    "v_head_dim"});
     MlaSpec spec;
     auto need = [&](std::string_view key) -> int {
-      auto v = r_.read_int(mla, key, "model.mla", 1, 65536);
+      auto v = r_.read_int(mla, key, "model.mla", 1, 4096);
       if (!v) {
         if (!SpecReader::child(mla, key).IsDefined()) r_.missing(mla, join_path("model.mla", key));
         model_ok_ = false;
@@ -320,7 +326,7 @@ void SpecParser::parse_model(const YAML::Node& m) {
     spec.qk_nope_head_dim = need("qk_nope_head_dim");
     spec.qk_rope_head_dim = need("qk_rope_head_dim");
     spec.v_head_dim = need("v_head_dim");
-    if (auto v = r_.read_int(mla, "q_lora_rank", "model.mla", 0, 65536)) {
+    if (auto v = r_.read_int(mla, "q_lora_rank", "model.mla", 0, kMaxWidth)) {
       spec.q_lora_rank = static_cast<int>(*v);
     }
     model.mla = spec;
@@ -384,7 +390,7 @@ void SpecParser::parse_layer_overrides(const YAML::Node& list) {
       o.kv_sharing_target = static_cast<int>(*v);
     }
     if (auto v = r_.read_choice(item, "mlp", path, kMlpKinds)) o.mlp = parse_mlp(*v);
-    if (auto v = r_.read_int(item, "intermediate_size", path, 1, kMaxInt)) {
+    if (auto v = r_.read_int(item, "intermediate_size", path, 1, kMaxIntermediate)) {
       o.intermediate_size = static_cast<int>(*v);
     }
     // Which layers: a list of indices, or a range "first..last" (inclusive).
@@ -485,11 +491,10 @@ void SpecParser::parse_scheduler(const YAML::Node& s) {
   if (auto v = r_.read_int(s, "max_num_batched_tokens", "scheduler", 1, 1 << 24)) {
     sched.max_num_batched_tokens = static_cast<int>(*v);
   }
-  if (auto v = r_.read_int(s, "max_model_len", "scheduler", 1, std::int64_t(1) << 40)) {
+  if (auto v = r_.read_int(s, "max_model_len", "scheduler", 1, kMaxPositions)) {
     sched.max_model_len = *v;
   }
-  if (auto v = r_.read_int(s, "max_prefill_context_tokens", "scheduler", 0,
-                           std::int64_t(1) << 40)) {
+  if (auto v = r_.read_int(s, "max_prefill_context_tokens", "scheduler", 0, kMaxPositions)) {
     sched.max_prefill_context_tokens = *v;
   }
 }
