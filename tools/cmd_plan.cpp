@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "commands.h"
 #include "freezeframe/core/device.h"
@@ -242,7 +245,7 @@ int run_plan(Args args) {
     } else {
       spec.cache.memory_budget = {0, parse_size_arg("--budget", *budget)};
     }
-    spec.locations.erase("cache.memory_budget");
+    spec.locations["cache.memory_budget"] = SpecLocation{"--budget " + *budget, 0, 0};
   }
   std::string note = "given";
   if (!device_bytes) {

@@ -5,6 +5,9 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "freezeframe/backends/metadata_builder.h"
 #include "freezeframe/backends/registry.h"

@@ -42,9 +42,14 @@ std::int64_t MemoryBudget::resolve(std::int64_t device_bytes) const {
 std::string EngineSpec::where(std::string_view path) const {
   std::string key(path);
   while (true) {
-    if (auto it = locations.find(key); it != locations.end() && it->second.line > 0) {
-      return it->second.file + ":" + std::to_string(it->second.line) + ":" +
-             std::to_string(it->second.column) + ": " + std::string(path);
+    if (auto it = locations.find(key); it != locations.end()) {
+      const SpecLocation& at = it->second;
+      if (at.line > 0) {
+        return at.file + ":" + std::to_string(at.line) + ":" + std::to_string(at.column) + ": " +
+               std::string(path);
+      }
+      // A value set outside the file (a command-line override) names where it came from.
+      if (!at.file.empty() && at.file != source) return at.file + ": " + std::string(path);
     }
     const std::size_t dot = key.rfind('.');
     if (dot == std::string::npos) break;

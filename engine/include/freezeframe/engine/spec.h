@@ -123,7 +123,8 @@ struct EngineSpec {
 
   /// The cache dtype with "auto" resolved.
   [[nodiscard]] DType kv_cache_dtype() const { return cache.dtype.value_or(model.dtype); }
-  /// "file:line:column: path" for messages about `path` (just the file when unknown).
+  /// "file:line:column: path" for messages about `path`: the closest located field at or above
+  /// it, a location with no line names its origin (e.g. "--budget 0.5: path"), else "file: path".
   [[nodiscard]] std::string where(std::string_view path) const;
 };
 
