@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "freezeframe/core/error.h"
@@ -181,6 +183,21 @@ TEST(Spec, AllProblemsAreReportedTogetherWithLocations) {
   EXPECT_NE(msg.find("inline.yaml:11:3: scheduler.max_num_seqz: unknown key 'max_num_seqz'; did "
                      "you mean 'max_num_seqs'?"),
             std::string::npos) << msg;
+}
+
+TEST(Spec, TheExampleInTheDocsIsValid) {
+  std::ifstream in(FREEZEFRAME_SOURCE_DIR "/docs/spec.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  const std::size_t begin = doc.find("```yaml\n");
+  ASSERT_NE(begin, std::string::npos) << "docs/spec.md has no yaml example";
+  const std::size_t end = doc.find("```", begin + 8);
+  const EngineSpec spec = parse_spec(doc.substr(begin + 8, end - begin - 8), "docs/spec.md");
+  EXPECT_EQ(spec.model.layers[24].kv_sharing_target, 19);
+  EXPECT_EQ(spec.model.layers[2].sliding_window, 4096);
+  EXPECT_EQ(spec.model.layers[3].sliding_window, 0);
+  EXPECT_EQ(spec.cuda_graphs.max_capture_size, 128);
 }
 
 TEST(Spec, MissingFileIsNotFound) {
