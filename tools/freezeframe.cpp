@@ -21,6 +21,8 @@ constexpr Command kCommands[] = {
      freezeframe::tools::run_backends},
     {"demo", "run one reference attention forward (GPU if present, else the host reference)",
      freezeframe::tools::run_demo},
+    {"plan", "print the static memory plan of a spec (no GPU needed); JSON and SVG on request",
+     freezeframe::tools::run_plan},
 };
 
 void usage(std::FILE* out) {

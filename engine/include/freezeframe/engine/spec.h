@@ -1,0 +1,141 @@
+#pragma once
+// EngineSpec: one deployment, as read from a YAML spec (docs/spec.md documents every field and
+// its default). load_spec / parse_spec validate everything they can without a device and
+// report all problems at once, each with file:line:column and the field's path.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "freezeframe/backends/attention_type.h"
+#include "freezeframe/core/dtype.h"
+
+namespace freezeframe {
+
+/// Where a value came from in the spec file (1-based line and column; 0 when unknown).
+struct SpecLocation {
+  std::string file;
+  int line = 0;
+  int column = 0;
+};
+
+/// The MLP of a decoder layer.
+enum class MlpKind {
+  kGatedSilu,  ///< gate/up projection, SiLU(gate)·up, down projection (Llama, Qwen, Mistral)
+  kNone,       ///< no MLP in the built-in model (e.g. DeepSeek's MoE layers, out of scope)
+};
+
+/// Multi-head latent attention dimensions (DeepSeek-V2/V3).
+struct MlaSpec {
+  int kv_lora_rank = 0;
+  int q_lora_rank = 0;  ///< 0: no query compression, q_proj reads the normed hidden state
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+};
+
+/// One layer's attention and MLP, after defaults and per-layer overrides are applied.
+struct LayerSpec {
+  AttentionType attention_type = AttentionType::kDecoder;
+  std::string backend = "reference";
+  int sliding_window = 0;         ///< tokens; 0 = full attention
+  float logits_soft_cap = 0.0f;   ///< 0 = off
+  bool alibi = false;
+  int kv_sharing_target = -1;     ///< ≥ 0: reuse that (earlier) layer's KV cache
+  MlpKind mlp = MlpKind::kGatedSilu;
+  int intermediate_size = 0;
+};
+
+struct ModelSpec {
+  std::string name;
+  int num_layers = 0;
+  int hidden_size = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;            ///< defaults to num_heads
+  int head_size = 0;               ///< defaults to hidden_size / num_heads
+  int intermediate_size = 0;
+  int vocab_size = 0;
+  bool tie_word_embeddings = false;
+  DType dtype = DType::kBF16;
+  float rope_theta = 10000.0f;
+  float rms_norm_eps = 1e-5f;
+  std::int64_t max_position_embeddings = 0;
+  bool builtin_weights = true;     ///< plan the weights of the built-in model
+  std::optional<MlaSpec> mla;      ///< present: every layer is MLA
+  std::vector<LayerSpec> layers;   ///< one per layer, defaults and overrides resolved
+
+  [[nodiscard]] bool is_mla() const { return mla.has_value(); }
+};
+
+/// The budget for the whole arena: a fraction of device memory or a number of bytes.
+struct MemoryBudget {
+  double fraction = 0.9;    ///< used when bytes == 0
+  std::int64_t bytes = 0;   ///< > 0: absolute budget
+
+  /// Bytes the arena may use on a device with `device_bytes` of memory.
+  [[nodiscard]] std::int64_t resolve(std::int64_t device_bytes) const;
+};
+
+struct CacheSpec {
+  int block_size = 16;                 ///< tokens per KV block
+  std::optional<DType> dtype;          ///< empty = "auto": the model dtype
+  MemoryBudget memory_budget;
+};
+
+struct SchedulerSpec {
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 8192;
+  std::int64_t max_model_len = 0;              ///< defaults to max_position_embeddings
+  /// Σ context of the prefills of one step, for workspaces that expand it (MLA prefill);
+  /// 0 = max(max_num_batched_tokens, max_model_len).
+  std::int64_t max_prefill_context_tokens = 0;
+};
+
+enum class CudaGraphMode { kNone, kPiecewise, kFull, kFullDecodeOnly, kFullAndPiecewise };
+[[nodiscard]] std::string_view to_string(CudaGraphMode mode);
+
+struct CudaGraphSpec {
+  CudaGraphMode mode = CudaGraphMode::kFullAndPiecewise;
+  std::vector<int> capture_sizes;   ///< resolved: explicit, or the default ladder (ascending)
+  bool capture_sizes_explicit = false;
+  int max_capture_size = 0;         ///< resolved largest size (0 when mode is none)
+  int max_splits = 16;              ///< split-KV partitions a decode kernel may use
+};
+
+struct DcpSpec {
+  int world_size = 1;
+  int interleave_size = 1;
+};
+
+struct EngineSpec {
+  ModelSpec model;
+  CacheSpec cache;
+  SchedulerSpec scheduler;
+  CudaGraphSpec cuda_graphs;
+  DcpSpec dcp;
+  /// Where each field was written ("cache.memory_budget" → file:line:column), so later checks
+  /// (the memory plan) can point at the spec too.
+  std::map<std::string, SpecLocation, std::less<>> locations;
+  std::string source;  ///< the file name (or "<string>")
+
+  /// The cache dtype with "auto" resolved.
+  [[nodiscard]] DType kv_cache_dtype() const { return cache.dtype.value_or(model.dtype); }
+  /// "file:line:column: path" for messages about `path`: the closest located field at or above
+  /// it, a location with no line names its origin (e.g. "--budget 0.5: path"), else "file: path".
+  [[nodiscard]] std::string where(std::string_view path) const;
+};
+
+/// vLLM's default capture sizes: 1, 2, 4, then steps of 8 to 248, then steps of 16, up to
+/// `max_size`.
+[[nodiscard]] std::vector<int> default_capture_sizes(int max_size);
+
+/// Reads and validates a spec file. Throws kInvalidArgument listing every problem found, each
+/// as "file:line:column: path: message"; kNotFound when the file cannot be read.
+[[nodiscard]] EngineSpec load_spec(const std::string& path);
+/// The same from text; `source_name` stands for the file name in messages.
+[[nodiscard]] EngineSpec parse_spec(std::string_view yaml, std::string_view source_name = "<string>");
+
+}  // namespace freezeframe

@@ -1,0 +1,268 @@
+// freezeframe plan SPEC.yaml [--device-memory SIZE] [--budget SIZE|FRACTION] [--json FILE]
+//                            [--svg FILE]
+// The static memory plan of a spec, without a GPU: a table of regions, the KV cache in blocks,
+// tokens and max-length sequences, the activation peak against its lower bound; optionally the
+// plan as JSON and an SVG memory map. On a GPU the device memory defaults to its free memory.
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "commands.h"
+#include "freezeframe/core/device.h"
+#include "freezeframe/core/error.h"
+#include "freezeframe/engine/byte_size.h"
+#include "freezeframe/engine/memory_planner.h"
+#include "freezeframe/engine/spec.h"
+
+namespace freezeframe::tools {
+namespace {
+
+constexpr std::int64_t kDefaultDeviceBytes = std::int64_t(141) << 30;  // H200, without a GPU
+
+constexpr const char* kUsage =
+    "usage: freezeframe plan SPEC.yaml [--device-memory SIZE] [--budget SIZE|FRACTION]\n"
+    "                                  [--json FILE] [--svg FILE]\n"
+    "  --device-memory  device memory to plan for, e.g. 141GiB or 80GB (default: the GPU's\n"
+    "                   free memory, or 141GiB without a GPU)\n"
+    "  --budget         overrides cache.memory_budget: a fraction in (0, 1] or a size\n"
+    "  --json FILE      writes the plan as JSON\n"
+    "  --svg FILE       writes an SVG memory map\n";
+
+std::int64_t parse_size_arg(std::string_view flag, std::string_view text) {
+  const auto bytes = parse_byte_size(text);
+  FF_CHECK(bytes && *bytes > 0, ErrorCode::kInvalidArgument, flag, ": '", text,
+           "' is not a size; write e.g. 141GiB, 80GB, 512MiB or a number of bytes");
+  return *bytes;
+}
+
+std::string json_escape(std::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void write_json(const std::string& path, const EngineSpec& spec, const MemoryPlan& plan) {
+  std::ofstream out(path);
+  FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", path, "'");
+  const KvCacheSummary& kv = plan.kv_cache;
+  out << "{\n  \"spec\": \"" << json_escape(spec.source) << "\",\n"
+      << "  \"model\": \"" << json_escape(spec.model.name) << "\",\n"
+      << "  \"device_bytes\": " << plan.device_bytes << ",\n"
+      << "  \"budget_bytes\": " << plan.capacity_bytes() << ",\n"
+      << "  \"used_bytes\": " << plan.used_bytes() << ",\n"
+      << "  \"alignment\": " << MemoryPlan::kAlignment << ",\n"
+      << "  \"kv_cache\": {\"num_blocks\": " << kv.num_blocks << ", \"block_size\": "
+      << kv.block_size << ", \"bytes_per_block\": " << kv.bytes_per_block
+      << ", \"cache_layers\": " << kv.cache_layers << ", \"tokens_per_rank\": "
+      << kv.tokens_per_rank << ", \"dcp_world_size\": " << kv.dcp_world_size
+      << ", \"max_model_len\": " << kv.max_model_len << ", \"max_concurrent_sequences\": "
+      << kv.max_concurrent_sequences << "},\n"
+      << "  \"activations\": {\"peak_bytes\": " << plan.activations.peak_bytes
+      << ", \"lower_bound_bytes\": " << plan.activations.lower_bound_bytes
+      << ", \"num_tensors\": " << plan.activations.num_tensors
+      << ", \"num_steps\": " << plan.activations.num_steps << "},\n"
+      << "  \"warnings\": [";
+  for (std::size_t i = 0; i < plan.warnings.size(); ++i) {
+    out << (i ? ", " : "") << "\"" << json_escape(plan.warnings[i]) << "\"";
+  }
+  out << "],\n  \"regions\": [\n";
+  const auto regions = plan.regions();
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    const MemoryRegion& r = regions[i];
+    out << "    {\"name\": \"" << json_escape(r.name) << "\", \"kind\": \"" << to_string(r.kind)
+        << "\", \"offset\": " << r.offset << ", \"bytes\": " << r.bytes << ", \"placements\": [";
+    for (std::size_t j = 0; j < r.placements.size(); ++j) {
+      const Placement& p = r.placements[j];
+      out << (j ? ",\n      " : "\n      ") << "{\"name\": \"" << json_escape(p.name)
+          << "\", \"offset\": " << p.offset << ", \"bytes\": " << p.bytes;
+      if (p.first_step >= 0) {
+        out << ", \"first_step\": " << p.first_step << ", \"last_step\": " << p.last_step;
+      }
+      if (!p.aliases.empty()) out << ", \"aliases\": \"" << json_escape(p.aliases) << "\"";
+      out << "}";
+    }
+    out << "]}" << (i + 1 < regions.size() ? "," : "") << "\n";
+  }
+  out << "  ]\n}\n";
+}
+
+/// Left: the arena as bands (height ∝ bytes, with a minimum so small regions stay visible).
+/// Right: the activation region, program step across, offset down, one rectangle per tensor.
+void write_svg(const std::string& path, const EngineSpec& spec, const MemoryPlan& plan) {
+  std::ofstream out(path);
+  FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--svg: cannot write '", path, "'");
+  constexpr double kTop = 40, kHeight = 720, kBarX = 20, kBarW = 360, kMapX = 460, kMapW = 720;
+  static constexpr const char* kColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                            "#edc948", "#b07aa1", "#ff9da7", "#9c755f"};
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"1200\" height=\"800\" "
+         "font-family=\"sans-serif\" font-size=\"11\">\n"
+      << "<text x=\"20\" y=\"22\" font-size=\"15\">" << json_escape(spec.model.name)
+      << ": memory plan, budget " << format_bytes(plan.capacity_bytes()) << " of "
+      << format_bytes(plan.device_bytes) << "</text>\n";
+  // Bands: each region gets at least 14 px; the rest is shared in proportion to its bytes.
+  const auto regions = plan.regions();
+  const double min_px = 14;
+  const double spare = std::max(0.0, kHeight - min_px * double(regions.size()));
+  const double total = std::max<double>(1, double(plan.capacity_bytes()));
+  double y = kTop;
+  for (const MemoryRegion& r : regions) {
+    const double h = min_px + spare * double(r.bytes) / total;
+    out << "<rect x=\"" << kBarX << "\" y=\"" << y << "\" width=\"" << kBarW << "\" height=\"" << h
+        << "\" fill=\"" << kColors[int(r.kind) % 9] << "\" stroke=\"white\"/>\n"
+        << "<text x=\"" << kBarX + 6 << "\" y=\"" << y + std::min(h, 24.0) / 2 + 4 << "\">"
+        << json_escape(r.name) << " — " << format_bytes(r.bytes) << " @ " << r.offset
+        << "</text>\n";
+    y += h;
+  }
+  // Activations: offset × program step.
+  const MemoryRegion* act = plan.find("activations");
+  out << "<text x=\"" << kMapX << "\" y=\"" << kTop - 8 << "\">activations: peak "
+      << format_bytes(plan.activations.peak_bytes) << ", lower bound "
+      << format_bytes(plan.activations.lower_bound_bytes) << " (step →, offset ↓)</text>\n"
+      << "<rect x=\"" << kMapX << "\" y=\"" << kTop << "\" width=\"" << kMapW << "\" height=\""
+      << kHeight << "\" fill=\"#f4f4f4\" stroke=\"#999\"/>\n";
+  if (act != nullptr && act->bytes > 0 && plan.activations.num_steps > 0) {
+    const double sx = kMapW / double(plan.activations.num_steps);
+    const double sy = kHeight / double(act->bytes);
+    int i = 0;
+    for (const Placement& p : act->placements) {
+      out << "<rect x=\"" << kMapX + p.first_step * sx << "\" y=\""
+          << kTop + double(p.offset - act->offset) * sy << "\" width=\""
+          << std::max(1.0, (p.last_step - p.first_step + 1) * sx) << "\" height=\""
+          << std::max(0.5, double(p.bytes) * sy) << "\" fill=\"" << kColors[i++ % 9]
+          << "\" fill-opacity=\"0.8\"><title>" << json_escape(p.name) << " "
+          << format_bytes(p.bytes) << ", steps " << p.first_step << "–" << p.last_step
+          << "</title></rect>\n";
+    }
+  }
+  out << "</svg>\n";
+}
+
+void print_plan(const EngineSpec& spec, const MemoryPlan& plan, const std::string& device_note) {
+  std::printf("spec: %s (%s)\n", spec.source.c_str(), spec.model.name.c_str());
+  std::printf("device memory: %s (%lld bytes, %s); budget %s (%lld bytes)\n\n",
+              format_bytes(plan.device_bytes).c_str(), static_cast<long long>(plan.device_bytes),
+              device_note.c_str(), format_bytes(plan.capacity_bytes()).c_str(),
+              static_cast<long long>(plan.capacity_bytes()));
+  std::printf("%-22s %16s %16s %12s %8s\n", "region", "offset", "bytes", "size", "share");
+  for (const MemoryRegion& r : plan.regions()) {
+    std::printf("%-22s %16lld %16lld %12s %7.2f%%\n", r.name.c_str(),
+                static_cast<long long>(r.offset), static_cast<long long>(r.bytes),
+                format_bytes(r.bytes).c_str(),
+                100.0 * double(r.bytes) / double(plan.device_bytes));
+  }
+  const std::int64_t unused = plan.capacity_bytes() - plan.used_bytes();
+  std::printf("%-22s %16s %16lld %12s %7.2f%%\n\n", "(unused budget)", "",
+              static_cast<long long>(unused), format_bytes(unused).c_str(),
+              100.0 * double(unused) / double(plan.device_bytes));
+  const KvCacheSummary& kv = plan.kv_cache;
+  std::printf("kv cache: %lld blocks x %d tokens = %lld tokens per rank (%s per block over %d "
+              "layers); %lld concurrent sequences of max length %lld",
+              static_cast<long long>(kv.num_blocks), kv.block_size,
+              static_cast<long long>(kv.tokens_per_rank), format_bytes(kv.bytes_per_block).c_str(),
+              kv.cache_layers, static_cast<long long>(kv.max_concurrent_sequences),
+              static_cast<long long>(kv.max_model_len));
+  if (kv.dcp_world_size > 1) std::printf(" (DCP over %d ranks)", kv.dcp_world_size);
+  std::printf("\nactivations: peak %s, lower bound %s, ratio %.4f (%d tensors over %d steps)\n",
+              format_bytes(plan.activations.peak_bytes).c_str(),
+              format_bytes(plan.activations.lower_bound_bytes).c_str(),
+              plan.activations.lower_bound_bytes > 0
+                  ? double(plan.activations.peak_bytes) / double(plan.activations.lower_bound_bytes)
+                  : 1.0,
+              plan.activations.num_tensors, plan.activations.num_steps);
+  std::printf("cuda graphs: %.*s, %zu capture sizes (largest %d)\n",
+              int(to_string(spec.cuda_graphs.mode).size()), to_string(spec.cuda_graphs.mode).data(),
+              spec.cuda_graphs.capture_sizes.size(), spec.cuda_graphs.max_capture_size);
+  for (const std::string& w : plan.warnings) std::printf("warning: %s\n", w.c_str());
+}
+
+}  // namespace
+
+int run_plan(Args args) {
+  std::string spec_path, json_path, svg_path;
+  std::optional<std::int64_t> device_bytes;
+  std::optional<std::string> budget;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    auto value = [&]() -> std::string_view {
+      FF_CHECK(i + 1 < args.size(), ErrorCode::kInvalidArgument, a, " needs a value");
+      return args[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      std::printf("%s", kUsage);
+      return 0;
+    } else if (a == "--device-memory") {
+      device_bytes = parse_size_arg(a, value());
+    } else if (a == "--budget") {
+      budget = std::string(value());
+    } else if (a == "--json") {
+      json_path = std::string(value());
+    } else if (a == "--svg") {
+      svg_path = std::string(value());
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "freezeframe plan: unknown option '%.*s'\n%s", int(a.size()), a.data(),
+                   kUsage);
+      return 2;
+    } else {
+      FF_CHECK(spec_path.empty(), ErrorCode::kInvalidArgument, "one spec at a time (got '",
+               spec_path, "' and '", a, "')");
+      spec_path = std::string(a);
+    }
+  }
+  if (spec_path.empty()) {
+    std::fprintf(stderr, "freezeframe plan: no spec file given\n%s", kUsage);
+    return 2;
+  }
+  EngineSpec spec = load_spec(spec_path);
+  if (budget) {
+    double fraction = 0;
+    std::size_t used = 0;
+    try {
+      fraction = std::stod(*budget, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == budget->size() && fraction > 0 && fraction <= 1) {
+      spec.cache.memory_budget = {fraction, 0};
+    } else {
+      spec.cache.memory_budget = {0, parse_size_arg("--budget", *budget)};
+    }
+    spec.locations["cache.memory_budget"] = SpecLocation{"--budget " + *budget, 0, 0};
+  }
+  std::string note = "given";
+  if (!device_bytes) {
+    std::size_t free = 0, total = 0;
+    if (has_gpu() && cudaMemGetInfo(&free, &total) == cudaSuccess) {
+      device_bytes = static_cast<std::int64_t>(free);
+      note = "free memory of " + gpu_status();
+    } else {
+      device_bytes = kDefaultDeviceBytes;
+      note = "assumed: no GPU here, pass --device-memory";
+    }
+  }
+  const MemoryPlan plan = plan_memory(spec, *device_bytes);
+  print_plan(spec, plan, note);
+  if (!json_path.empty()) write_json(json_path, spec, plan);
+  if (!svg_path.empty()) write_svg(svg_path, spec, plan);
+  return 0;
+}
+
+}  // namespace freezeframe::tools
