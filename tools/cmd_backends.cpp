@@ -15,8 +15,14 @@ int run_backends(Args) {
   for (const std::string& name : registry.names()) {
     const AttentionBackend& b = registry.get(name);
     std::string dtypes, sizes;
-    for (DType d : b.supported_kv_cache_dtypes()) dtypes += (dtypes.empty() ? "" : ",") + std::string(name_of(d));
-    for (int s : b.supported_head_sizes()) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
+    for (DType d : b.supported_kv_cache_dtypes()) {
+      if (!dtypes.empty()) dtypes += ',';
+      dtypes += name_of(d);
+    }
+    for (int s : b.supported_head_sizes()) {
+      if (!sizes.empty()) sizes += ',';
+      sizes += std::to_string(s);
+    }
     std::printf("%-16s %-4s %-28.*s %-9s %-22s %s\n", name.c_str(), b.is_mla() ? "yes" : "no",
                 int(to_string(b.graph_support()).size()), to_string(b.graph_support()).data(),
                 b.accept_output_buffer() ? "yes" : "no", dtypes.c_str(), sizes.c_str());

@@ -23,17 +23,6 @@ namespace freezeframe {
 using spec_detail::join_path;
 using spec_detail::SpecReader;
 
-std::string_view to_string(CudaGraphMode mode) {
-  switch (mode) {
-    case CudaGraphMode::kNone: return "none";
-    case CudaGraphMode::kPiecewise: return "piecewise";
-    case CudaGraphMode::kFull: return "full";
-    case CudaGraphMode::kFullDecodeOnly: return "full_decode_only";
-    case CudaGraphMode::kFullAndPiecewise: return "full_and_piecewise";
-  }
-  return "unknown";
-}
-
 std::int64_t MemoryBudget::resolve(std::int64_t device_bytes) const {
   if (bytes > 0) return bytes;
   return static_cast<std::int64_t>(std::floor(fraction * static_cast<double>(device_bytes)));
@@ -58,16 +47,6 @@ std::string EngineSpec::where(std::string_view path) const {
   return source + ": " + std::string(path);
 }
 
-std::vector<int> default_capture_sizes(int max_size) {
-  std::vector<int> sizes;
-  for (int s : {1, 2, 4}) {
-    if (s <= max_size) sizes.push_back(s);
-  }
-  for (int s = 8; s <= std::min(248, max_size); s += 8) sizes.push_back(s);
-  for (int s = 256; s <= max_size; s += 16) sizes.push_back(s);
-  return sizes;
-}
-
 namespace {
 
 constexpr std::int64_t kMaxInt = 1 << 30;
@@ -89,14 +68,6 @@ const std::vector<std::string> kGraphModes = {"none", "piecewise", "full", "full
                                               "full_and_piecewise"};
 
 MlpKind parse_mlp(const std::string& s) { return s == "none" ? MlpKind::kNone : MlpKind::kGatedSilu; }
-
-CudaGraphMode parse_graph_mode(const std::string& s) {
-  if (s == "none") return CudaGraphMode::kNone;
-  if (s == "piecewise") return CudaGraphMode::kPiecewise;
-  if (s == "full") return CudaGraphMode::kFull;
-  if (s == "full_decode_only") return CudaGraphMode::kFullDecodeOnly;
-  return CudaGraphMode::kFullAndPiecewise;
-}
 
 /// The per-layer fields an override may set; unset ones keep the model-wide value.
 struct LayerOverride {
@@ -508,7 +479,7 @@ void SpecParser::parse_cuda_graphs(const YAML::Node& g) {
   r_.check_keys(g, "cuda_graphs", {"mode", "capture_sizes", "max_capture_size", "max_splits"});
   CudaGraphSpec& graphs = spec_.cuda_graphs;
   if (auto v = r_.read_choice(g, "mode", "cuda_graphs", kGraphModes)) {
-    graphs.mode = parse_graph_mode(*v);
+    graphs.mode = parse_graph_mode(*v).value_or(CudaGraphMode::kFullAndPiecewise);
   }
   if (auto v = r_.read_int(g, "max_splits", "cuda_graphs", 1, 1024)) {
     graphs.max_splits = static_cast<int>(*v);

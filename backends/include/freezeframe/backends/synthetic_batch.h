@@ -10,12 +10,12 @@
 namespace freezeframe {
 
 struct SyntheticBatchSpec {
-  std::vector<int> decode_seq_lens;  ///< KV length of each decode (its one new token included)
+  std::vector<int> decode_seq_lens = {};  ///< KV length of each decode (its one new token included)
   struct Prefill {
     int seq_len;    ///< context + new tokens
     int query_len;  ///< new tokens
   };
-  std::vector<Prefill> prefills;
+  std::vector<Prefill> prefills = {};
   int block_size = 16;
   int padding_rows = 0;    ///< query rows past the last request (as a padded graph batch has)
   int spare_blocks = 3;    ///< pool blocks no request uses

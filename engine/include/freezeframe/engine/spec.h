@@ -12,6 +12,8 @@
 
 #include "freezeframe/backends/attention_type.h"
 #include "freezeframe/core/dtype.h"
+#include "freezeframe/graphs/capture_sizes.h"
+#include "freezeframe/graphs/graph_mode.h"
 
 namespace freezeframe {
 
@@ -94,8 +96,6 @@ struct SchedulerSpec {
   std::int64_t max_prefill_context_tokens = 0;
 };
 
-enum class CudaGraphMode { kNone, kPiecewise, kFull, kFullDecodeOnly, kFullAndPiecewise };
-[[nodiscard]] std::string_view to_string(CudaGraphMode mode);
 
 struct CudaGraphSpec {
   CudaGraphMode mode = CudaGraphMode::kFullAndPiecewise;
@@ -128,9 +128,6 @@ struct EngineSpec {
   [[nodiscard]] std::string where(std::string_view path) const;
 };
 
-/// vLLM's default capture sizes: 1, 2, 4, then steps of 8 to 248, then steps of 16, up to
-/// `max_size`.
-[[nodiscard]] std::vector<int> default_capture_sizes(int max_size);
 
 /// Reads and validates a spec file. Throws kInvalidArgument listing every problem found, each
 /// as "file:line:column: path: message"; kNotFound when the file cannot be read.
