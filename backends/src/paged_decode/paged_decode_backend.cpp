@@ -9,10 +9,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 
 #include "freezeframe/backends/attention_type.h"
-#include "freezeframe/core/device.h"
 #include "freezeframe/core/error.h"
 #include "paged_decode/decode_launch.h"
 #include "paged_decode/split_policy.h"

@@ -1,5 +1,6 @@
+// The reference backend: standard attention of every type and feature, simple and exact.
+
 #include <array>
-#include <cmath>
 
 #include "freezeframe/backends/attention_type.h"
 #include "freezeframe/core/error.h"
