@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "freezeframe/backends/attention_type.h"
+#include "freezeframe/core/device.h"
 #include "freezeframe/core/error.h"
 #include "paged_decode/decode_launch.h"
 #include "paged_decode/split_policy.h"
@@ -156,9 +158,35 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
   if (ws.splits > 1) paged_decode::launch_combine(d, query.dtype(), p.head_size, stream);
 
   if (md.num_decode_tokens < rows) {  // prefill chunks and padding rows
-    reference::AttentionLaunch rest = reference::attention_launch(p, md, query, out, lse_ln);
+    reference::AttentionLaunch rest;
+    rest.query = query;
+    rest.output = out;
+    rest.lse_ln = lse_ln;
+    rest.num_rows = rows;
+    rest.req_end = md.num_reqs;
+    rest.query_start_loc = md.query_start_loc;
+    rest.seq_lens = md.seq_lens;
+    rest.num_heads = p.num_heads;
+    rest.num_kv_heads = p.num_kv_heads;
+    rest.head_size_qk = rest.head_size_v = p.head_size;
+    rest.scale = p.scale;
+    rest.softcap = p.logits_soft_cap;
+    rest.sliding_window = p.sliding_window.value_or(0);
+    rest.causal = true;
     rest.skip_single_token_queries = true;
-    const reference::PagedSource source = reference::paged_source(kv_cache, md, layer.k_scale, layer.v_scale);
+    rest.alibi_slopes = p.alibi_slopes;
+    reference::PagedSource source;
+    source.k = k_cache.data();
+    source.v = v_cache.data();
+    source.dtype = kv_cache.dtype();
+    source.stride_block = k_cache.stride(0);
+    source.stride_token = k_cache.stride(1);
+    source.stride_head = k_cache.stride(2);
+    source.block_table = md.block_table;
+    source.block_table_stride = md.block_table_stride;
+    source.block_size = block_size;
+    source.k_scale = fp8 ? layer.k_scale : 1.0f;
+    source.v_scale = fp8 ? layer.v_scale : 1.0f;
     reference::launch_attention(rest, source, stream);
   }
 }

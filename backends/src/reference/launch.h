@@ -7,8 +7,6 @@
 #include <cstdint>
 #include <span>
 
-#include "freezeframe/backends/attention_metadata.h"
-#include "freezeframe/backends/attention_params.h"
 #include "freezeframe/core/tensor.h"
 
 namespace freezeframe::reference {
@@ -58,16 +56,6 @@ struct ContiguousSource {
   const std::int32_t* start = nullptr;
   int base_req = 0;
 };
-
-/// Standard attention for `params` over every row of the step (causal for decoder layers).
-[[nodiscard]] AttentionLaunch attention_launch(const AttentionParams& params,
-                                               const AttentionMetadata& md,
-                                               const TensorView& query, const TensorView& output,
-                                               const TensorView& lse_ln);
-/// The step's keys and values in kv_cache [2, blocks, block_size, heads, D] (any strides);
-/// fp8 caches dequantise with k_scale / v_scale.
-[[nodiscard]] PagedSource paged_source(const TensorView& kv_cache, const AttentionMetadata& md,
-                                       float k_scale, float v_scale);
 
 void launch_attention(const AttentionLaunch& launch, const PagedSource& kv, cudaStream_t stream);
 void launch_attention(const AttentionLaunch& launch, const ContiguousSource& kv,

@@ -1,6 +1,5 @@
-// The reference backend: standard attention of every type and feature, simple and exact.
-
 #include <array>
+#include <cmath>
 
 #include "freezeframe/backends/attention_type.h"
 #include "freezeframe/core/error.h"
@@ -43,7 +42,23 @@ void ReferenceImpl::forward(const AttentionLayer& layer, const TensorView& query
   const TensorView out = output_as_3d(output, query.dtype(), rows, p.num_heads, p.head_size);
   check_lse(lse_ln, rows, p.num_heads);
 
-  const reference::AttentionLaunch launch = reference::attention_launch(p, md, query, out, lse_ln);
+  reference::AttentionLaunch launch;
+  launch.query = query;
+  launch.output = out;
+  launch.lse_ln = lse_ln;
+  launch.num_rows = rows;
+  launch.req_end = md.num_reqs;
+  launch.query_start_loc = md.query_start_loc;
+  launch.seq_lens = md.seq_lens;
+  launch.num_heads = p.num_heads;
+  launch.num_kv_heads = p.num_kv_heads;
+  launch.head_size_qk = p.head_size;
+  launch.head_size_v = p.head_size;
+  launch.scale = p.scale;
+  launch.softcap = p.logits_soft_cap;
+  launch.sliding_window = p.sliding_window.value_or(0);
+  launch.causal = p.attn_type == AttentionType::kDecoder;
+  launch.alibi_slopes = p.alibi_slopes;
 
   if (!uses_kv_cache(p.attn_type)) {
     // Encoder / encoder-only: bidirectional over the step's own rows, no cache.
@@ -76,7 +91,18 @@ void ReferenceImpl::forward(const AttentionLayer& layer, const TensorView& query
                                         md.num_slots, layer.k_scale, layer.v_scale, stream);
   }
 
-  const reference::PagedSource source = reference::paged_source(kv_cache, md, layer.k_scale, layer.v_scale);
+  reference::PagedSource source;
+  source.k = k_cache.data();
+  source.v = v_cache.data();
+  source.dtype = kv_cache.dtype();
+  source.stride_block = k_cache.stride(0);
+  source.stride_token = k_cache.stride(1);
+  source.stride_head = k_cache.stride(2);
+  source.block_table = md.block_table;
+  source.block_table_stride = md.block_table_stride;
+  source.block_size = static_cast<int>(k_cache.size(1));
+  source.k_scale = is_fp8(kv_cache.dtype()) ? layer.k_scale : 1.0f;
+  source.v_scale = is_fp8(kv_cache.dtype()) ? layer.v_scale : 1.0f;
   reference::launch_attention(launch, source, stream);
 }
 
