@@ -1,0 +1,34 @@
+#pragma once
+// Request traces for the serving loop: arrival time, prompt length and output length of each
+// request, read from the Azure LLM inference trace format (CSV with the header
+// "TIMESTAMP,ContextTokens,GeneratedTokens", timestamps "YYYY-MM-DD HH:MM:SS.fffffff").
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace freezeframe {
+
+struct TraceRequest {
+  double arrival_s = 0.0;  ///< seconds after the trace's first request, scaled
+  std::int32_t prompt_tokens = 0;
+  std::int32_t output_tokens = 0;
+};
+
+struct TraceOptions {
+  double time_scale = 1.0;      ///< arrival times are multiplied by this (0.5 = twice the rate)
+  std::size_t max_requests = 0;  ///< keep the first N requests; 0 = all
+};
+
+/// Reads a trace file. Throws kNotFound when it cannot be opened and kInvalidArgument naming
+/// the file and line of the first malformed row.
+[[nodiscard]] std::vector<TraceRequest> load_azure_trace(const std::string& path,
+                                                         const TraceOptions& options = {});
+/// The same from text; `source` names it in messages.
+[[nodiscard]] std::vector<TraceRequest> parse_azure_trace(std::string_view csv,
+                                                          std::string_view source,
+                                                          const TraceOptions& options = {});
+
+}  // namespace freezeframe
