@@ -1,0 +1,78 @@
+#pragma once
+// StepBatch: one serving-loop step as the caller describes it, its validation against the
+// deployment, and the host metadata the attention builders upload (padded to a captured
+// shape when a graph runs it).
+//
+// Note [Padding a step]: a graph captured for N rows and R requests replays with the real
+// batch padded to that shape. Padded rows get cache slot −1 (no cache write) and belong to no
+// request; padded requests have no new tokens (query_start_loc stays flat) and sequence length
+// 0, so every kernel sees an empty request. Outputs of padded rows are not part of the result.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "freezeframe/backends/attention_metadata.h"
+
+namespace freezeframe {
+
+struct EngineSpec;
+
+struct StepRequest {
+  std::int32_t query_len = 0;                  ///< new tokens this step
+  std::int32_t seq_len = 0;                    ///< context + new tokens
+  std::span<const std::int32_t> block_ids;     ///< the request's cache blocks, in order
+};
+
+struct StepBatch {
+  std::vector<StepRequest> requests;           ///< single-token decodes first
+  /// Cache slot of each new token; empty = derived from the block tables.
+  std::span<const std::int64_t> slot_mapping;
+};
+
+/// What a step may hold, from the spec and the KV cache's size.
+struct StepLimits {
+  int max_num_seqs = 0;
+  int max_num_batched_tokens = 0;
+  std::int64_t max_model_len = 0;
+  int block_size = 0;
+  std::int32_t num_blocks = 0;
+  int max_blocks_per_req = 0;  ///< ceil(max_model_len / block_size)
+};
+[[nodiscard]] StepLimits step_limits(const EngineSpec& spec, std::int32_t num_blocks);
+
+/// The shape the dispatcher needs.
+struct StepShape {
+  int num_tokens = 0;
+  int num_reqs = 0;
+  int num_decodes = 0;
+  bool uniform_decode = false;  ///< every request a single-token decode
+};
+
+/// Checks `batch` against `limits` and throws kInvalidArgument naming the request and field at
+/// the first problem: counts over the scheduler limits, query_len < 1 or > seq_len, seq_len
+/// over max_model_len, decodes not first, too few blocks or block ids outside the pool, a
+/// given slot mapping that disagrees with the block tables.
+[[nodiscard]] StepShape validate_step(const StepBatch& batch, const StepLimits& limits);
+
+/// Host metadata of a validated step, padded to `padded_tokens` rows and `padded_reqs`
+/// requests (see Note [Padding a step]); its spans stay valid while it lives.
+class StepMetadata {
+ public:
+  StepMetadata(const StepBatch& batch, const StepLimits& limits, int padded_tokens, int padded_reqs);
+
+  [[nodiscard]] CommonAttentionMetadata common() const;
+  [[nodiscard]] std::span<const std::int32_t> query_start_loc() const { return query_start_loc_; }
+  [[nodiscard]] std::span<const std::int32_t> seq_lens() const { return seq_lens_; }
+  [[nodiscard]] std::span<const std::int32_t> block_table() const { return block_table_; }
+  [[nodiscard]] std::span<const std::int64_t> slot_mapping() const { return slot_mapping_; }
+
+ private:
+  std::vector<std::int32_t> query_start_loc_, seq_lens_, block_table_;
+  std::vector<std::int64_t> slot_mapping_;
+  int block_table_stride_ = 0;
+  int num_tokens_ = 0;
+  int num_decodes_ = 0;
+};
+
+}  // namespace freezeframe
