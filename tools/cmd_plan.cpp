@@ -4,7 +4,6 @@
 // tokens and max-length sequences, the activation peak against its lower bound; optionally the
 // plan as JSON and an SVG memory map. On a GPU the device memory defaults to its free memory.
 
-#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -15,7 +14,7 @@
 #include <string_view>
 
 #include "commands.h"
-#include "freezeframe/core/device.h"
+#include "device_memory.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/byte_size.h"
 #include "freezeframe/engine/memory_planner.h"
@@ -23,8 +22,6 @@
 
 namespace freezeframe::tools {
 namespace {
-
-constexpr std::int64_t kDefaultDeviceBytes = std::int64_t(141) << 30;  // H200, without a GPU
 
 constexpr const char* kUsage =
     "usage: freezeframe plan SPEC.yaml [--device-memory SIZE] [--budget SIZE|FRACTION]\n"
@@ -34,13 +31,6 @@ constexpr const char* kUsage =
     "  --budget         overrides cache.memory_budget: a fraction in (0, 1] or a size\n"
     "  --json FILE      writes the plan as JSON\n"
     "  --svg FILE       writes an SVG memory map\n";
-
-std::int64_t parse_size_arg(std::string_view flag, std::string_view text) {
-  const auto bytes = parse_byte_size(text);
-  FF_CHECK(bytes && *bytes > 0, ErrorCode::kInvalidArgument, flag, ": '", text,
-           "' is not a size; write e.g. 141GiB, 80GB, 512MiB or a number of bytes");
-  return *bytes;
-}
 
 std::string json_escape(std::string_view s) {
   std::string out;
@@ -247,17 +237,9 @@ int run_plan(Args args) {
     }
     spec.locations["cache.memory_budget"] = SpecLocation{"--budget " + *budget, 0, 0};
   }
-  std::string note = "given";
-  if (!device_bytes) {
-    std::size_t free = 0, total = 0;
-    if (has_gpu() && cudaMemGetInfo(&free, &total) == cudaSuccess) {
-      device_bytes = static_cast<std::int64_t>(free);
-      note = "free memory of " + gpu_status();
-    } else {
-      device_bytes = kDefaultDeviceBytes;
-      note = "assumed: no GPU here, pass --device-memory";
-    }
-  }
+  const DeviceMemory device = device_memory(device_bytes);
+  device_bytes = device.bytes;
+  const std::string note = device.note;
   const MemoryPlan plan = plan_memory(spec, *device_bytes);
   print_plan(spec, plan, note);
   if (!json_path.empty()) write_json(json_path, spec, plan);

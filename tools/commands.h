@@ -11,5 +11,6 @@ using Args = std::span<const std::string_view>;
 int run_backends(Args args);
 int run_demo(Args args);
 int run_plan(Args args);
+int run_serve_sim(Args args);
 
 }  // namespace freezeframe::tools

@@ -23,6 +23,8 @@ constexpr Command kCommands[] = {
      freezeframe::tools::run_demo},
     {"plan", "print the static memory plan of a spec (no GPU needed); JSON and SVG on request",
      freezeframe::tools::run_plan},
+    {"serve-sim", "replay a request trace through the batcher and graph dispatcher of a spec",
+     freezeframe::tools::run_serve_sim},
 };
 
 void usage(std::FILE* out) {
