@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "freezeframe/backends/metadata_builder.h"
+#include "freezeframe/core/nvtx.h"
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/memory/lifetime_packer.h"
@@ -129,6 +130,7 @@ std::int64_t attention_workspace_bytes(const EngineSpec& spec, int layer,
 }
 
 MemoryPlan plan_memory(const EngineSpec& spec, std::int64_t device_bytes) {
+  const NvtxRange range("plan");
   FF_CHECK(device_bytes > 0, ErrorCode::kInvalidArgument,
            "device memory must be positive, got ", device_bytes);
   const ModelSpec& model = spec.model;
