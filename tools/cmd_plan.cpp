@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "commands.h"
-#include "device_memory.h"
+#include "arguments.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/byte_size.h"
 #include "freezeframe/engine/memory_planner.h"
@@ -192,10 +192,7 @@ int run_plan(Args args) {
   std::optional<std::string> budget;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
-    auto value = [&]() -> std::string_view {
-      FF_CHECK(i + 1 < args.size(), ErrorCode::kInvalidArgument, a, " needs a value");
-      return args[++i];
-    };
+    auto value = [&] { return take_value(args, i); };
     if (a == "-h" || a == "--help") {
       std::printf("%s", kUsage);
       return 0;

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "commands.h"
-#include "device_memory.h"
+#include "arguments.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/continuous_batcher.h"
 #include "freezeframe/engine/graph_scope.h"
@@ -33,19 +33,6 @@ constexpr const char* kUsage =
     "  --device-memory    device memory for the plan (default: the GPU's free memory, or 141GiB)\n"
     "  --step-ms MS       modelled step time with --schedule-only (default 20)\n";
 
-double parse_positive(std::string_view flag, std::string_view text) {
-  double value = 0;
-  std::size_t used = 0;
-  try {
-    value = std::stod(std::string(text), &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  FF_CHECK(used == text.size() && value > 0, ErrorCode::kInvalidArgument, flag, ": '", text,
-           "' is not a positive number");
-  return value;
-}
-
 }  // namespace
 
 int run_serve_sim(Args args) {
@@ -56,10 +43,7 @@ int run_serve_sim(Args args) {
   bool schedule_only = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
-    auto value = [&]() -> std::string_view {
-      FF_CHECK(i + 1 < args.size(), ErrorCode::kInvalidArgument, a, " needs a value");
-      return args[++i];
-    };
+    auto value = [&] { return take_value(args, i); };
     if (a == "-h" || a == "--help") {
       std::printf("%s", kUsage);
       return 0;

@@ -1,12 +1,33 @@
-#include "device_memory.h"
+#include "arguments.h"
 
 #include <cuda_runtime_api.h>
+
+#include <exception>
+#include <string>
 
 #include "freezeframe/core/device.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/byte_size.h"
 
 namespace freezeframe::tools {
+
+std::string_view take_value(std::span<const std::string_view> args, std::size_t& i) {
+  FF_CHECK(i + 1 < args.size(), ErrorCode::kInvalidArgument, args[i], " needs a value");
+  return args[++i];
+}
+
+double parse_positive(std::string_view flag, std::string_view text) {
+  double value = 0;
+  std::size_t used = 0;
+  try {
+    value = std::stod(std::string(text), &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  FF_CHECK(used == text.size() && value > 0, ErrorCode::kInvalidArgument, flag, ": '", text,
+           "' is not a positive number");
+  return value;
+}
 
 std::int64_t parse_size_arg(std::string_view flag, std::string_view text) {
   const auto bytes = parse_byte_size(text);
