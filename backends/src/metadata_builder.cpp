@@ -147,7 +147,6 @@ const AttentionMetadata& MetadataBuilder::build(const CommonAttentionMetadata& c
   m.num_tokens = c.num_tokens;
   m.num_decodes = c.num_decodes;
   m.num_decode_tokens = c.query_start_loc[c.num_decodes];
-  m.num_prefill_tokens = c.num_tokens - m.num_decode_tokens;
   m.query_start_loc_host = query_start_loc_host_;
   m.seq_lens_host = seq_lens_host_;
   return m;

@@ -45,7 +45,6 @@ struct AttentionMetadata {
   int num_tokens = 0;
   int num_decodes = 0;
   int num_decode_tokens = 0;
-  int num_prefill_tokens = 0;
   /// Host copies for paths that run eagerly and need sizes (never used to shape a launch that
   /// a graph may capture). Valid until the next build.
   std::span<const std::int32_t> query_start_loc_host;

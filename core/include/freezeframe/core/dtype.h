@@ -26,7 +26,6 @@ enum class DType : std::uint8_t {
 [[nodiscard]] std::string_view name_of(DType dtype);
 /// Inverse of name_of; also accepts the common aliases "float32", "float16", "bfloat16", "fp8".
 [[nodiscard]] std::optional<DType> parse_dtype(std::string_view name);
-[[nodiscard]] bool is_floating(DType dtype);
 [[nodiscard]] bool is_fp8(DType dtype);
 
 /// Reads one element at `p` as float (host code). Integer types convert by value.
