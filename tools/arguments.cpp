@@ -2,9 +2,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
 #include <exception>
 #include <string>
 
+#include "freezeframe/backends/registry.h"
 #include "freezeframe/core/device.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/byte_size.h"
@@ -34,6 +36,31 @@ std::int64_t parse_size_arg(std::string_view flag, std::string_view text) {
   FF_CHECK(bytes && *bytes > 0, ErrorCode::kInvalidArgument, flag, ": '", text,
            "' is not a size; write e.g. 141GiB, 80GB, 512MiB or a number of bytes");
   return *bytes;
+}
+
+std::string json_escape(std::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void use_backend(EngineSpec& spec, std::string_view backend) {
+  const AttentionBackend& b = find_backend(backend);
+  FF_CHECK(b.is_mla() == spec.model.is_mla(), ErrorCode::kInvalidArgument, "--backend ", backend,
+           ": ", spec.model.is_mla() ? "an MLA model needs an MLA backend"
+                                     : "an MLA backend cannot run this model's attention");
+  for (LayerSpec& layer : spec.model.layers) layer.backend = std::string(backend);
 }
 
 DeviceMemory device_memory(std::optional<std::int64_t> given) {

@@ -1,12 +1,14 @@
 #pragma once
 // Command-line arguments shared by the subcommands: option values, sizes, positive numbers,
-// and the device memory a tool plans for.
+// the device memory a tool plans for, and the backend override.
 
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "freezeframe/engine/spec.h"
 
 namespace freezeframe::tools {
 
@@ -16,6 +18,13 @@ namespace freezeframe::tools {
 [[nodiscard]] double parse_positive(std::string_view flag, std::string_view text);
 /// "141GiB", "80GB", "512MiB" or a number of bytes; throws naming `flag` otherwise.
 [[nodiscard]] std::int64_t parse_size_arg(std::string_view flag, std::string_view text);
+
+/// `s` as the inside of a JSON string.
+[[nodiscard]] std::string json_escape(std::string_view s);
+
+/// Runs every layer of `spec` on `backend` (--backend); throws when the backend cannot run the
+/// model's kind of attention (an MLA model needs an MLA backend). The engine checks the rest.
+void use_backend(EngineSpec& spec, std::string_view backend);
 
 struct DeviceMemory {
   std::int64_t bytes = 0;

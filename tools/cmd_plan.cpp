@@ -32,23 +32,6 @@ constexpr const char* kUsage =
     "  --json FILE      writes the plan as JSON\n"
     "  --svg FILE       writes an SVG memory map\n";
 
-std::string json_escape(std::string_view s) {
-  std::string out;
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 void write_json(const std::string& path, const EngineSpec& spec, const MemoryPlan& plan) {
   std::ofstream out(path);
   FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", path, "'");

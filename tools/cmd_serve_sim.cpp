@@ -80,7 +80,8 @@ int run_serve_sim(Args args) {
   const DeviceMemory device = device_memory(device_bytes);
   const MemoryPlan plan = plan_memory(spec, device.bytes);
   const auto trace = load_azure_trace(trace_path, trace_options);
-  const Dispatcher dispatcher(effective_graph_mode(spec), spec.cuda_graphs.capture_sizes);
+  const Dispatcher dispatcher(effective_graph_mode(spec), spec.cuda_graphs.capture_sizes,
+                              spec.scheduler.max_num_seqs);
 
   BlockPool pool(static_cast<std::int32_t>(plan.kv_cache.num_blocks));
   const BatcherLimits limits{spec.scheduler.max_num_seqs, spec.scheduler.max_num_batched_tokens,

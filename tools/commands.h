@@ -9,6 +9,8 @@ namespace freezeframe::tools {
 using Args = std::span<const std::string_view>;
 
 int run_backends(Args args);
+int run_bench(Args args);
+int run_capture(Args args);
 int run_demo(Args args);
 int run_plan(Args args);
 int run_serve_sim(Args args);

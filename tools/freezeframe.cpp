@@ -19,6 +19,10 @@ struct Command {
 constexpr Command kCommands[] = {
     {"backends", "list the registered attention backends and their capabilities",
      freezeframe::tools::run_backends},
+    {"bench", "decode-step latency per batch size: eager, piecewise and full graphs (GPU)",
+     freezeframe::tools::run_bench},
+    {"capture", "capture every graph of a spec; per descriptor nodes and times, graph memory (GPU)",
+     freezeframe::tools::run_capture},
     {"demo", "run one reference attention forward (GPU if present, else the host reference)",
      freezeframe::tools::run_demo},
     {"plan", "print the static memory plan of a spec (no GPU needed); JSON and SVG on request",

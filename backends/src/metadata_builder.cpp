@@ -3,11 +3,15 @@
 #include <cstring>
 
 #include "freezeframe/core/error.h"
+#include "metadata_expand.h"
 
 namespace freezeframe {
 
 namespace {
 constexpr std::size_t kAlign = 256;
+/// Up to this size the block table is copied at its fixed stride, unused columns and all;
+/// larger tables go compact and are spread on the device (expand_block_table).
+constexpr std::size_t kSingleCopyBytes = std::size_t(256) << 10;
 std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
@@ -27,7 +31,11 @@ MetadataBuilder::Layout MetadataBuilder::layout_for(const BatchLimits& limits) {
   at = align_up(at + (reqs + 1) * sizeof(std::int32_t));
   l.slot_mapping = at;
   at = align_up(at + static_cast<std::size_t>(limits.max_num_tokens) * sizeof(std::int64_t));
-  // Last, so one copy covers exactly the block-table rows a step uses.
+  const std::size_t table_bytes =
+      reqs * static_cast<std::size_t>(limits.max_blocks_per_req) * sizeof(std::int32_t);
+  l.compact_table = at;
+  if (table_bytes > kSingleCopyBytes) at = align_up(at + table_bytes);
+  // Last: the rest is copied in one piece before it.
   l.block_table = at;
   at = align_up(at + reqs * static_cast<std::size_t>(limits.max_blocks_per_req) *
                          sizeof(std::int32_t));
@@ -113,22 +121,40 @@ const AttentionMetadata& MetadataBuilder::build(const CommonAttentionMetadata& c
   auto* seq_lens = reinterpret_cast<std::int32_t*>(host + layout_.seq_lens);
   auto* seq_start = reinterpret_cast<std::int32_t*>(host + layout_.seq_start_loc);
   auto* slots = reinterpret_cast<std::int64_t*>(host + layout_.slot_mapping);
-  auto* table = reinterpret_cast<std::int32_t*>(host + layout_.block_table);
+  const bool compact = layout_.compact_table != layout_.block_table;
+  auto* table = reinterpret_cast<std::int32_t*>(host + (compact ? layout_.compact_table : layout_.block_table));
+  const int host_stride = compact ? c.block_table_stride : stride;
 
   std::memcpy(qsl, c.query_start_loc.data(), (num_reqs + 1) * sizeof(std::int32_t));
   std::memcpy(seq_lens, c.seq_lens.data(), num_reqs * sizeof(std::int32_t));
   seq_start[0] = 0;
   for (int r = 0; r < num_reqs; ++r) seq_start[r + 1] = seq_start[r] + c.seq_lens[r];
   std::memcpy(slots, c.slot_mapping.data(), c.slot_mapping.size() * sizeof(std::int64_t));
-  for (int r = 0; r < num_reqs; ++r) {
-    std::memcpy(table + static_cast<std::size_t>(r) * stride,
-                c.block_table.data() + static_cast<std::size_t>(r) * c.block_table_stride,
-                c.block_table_stride * sizeof(std::int32_t));
+  if (host_stride == c.block_table_stride) {
+    std::memcpy(table, c.block_table.data(),
+                static_cast<std::size_t>(num_reqs) * host_stride * sizeof(std::int32_t));
+  } else {
+    for (int r = 0; r < num_reqs; ++r) {
+      std::memcpy(table + static_cast<std::size_t>(r) * host_stride,
+                  c.block_table.data() + static_cast<std::size_t>(r) * c.block_table_stride,
+                  c.block_table_stride * sizeof(std::int32_t));
+    }
   }
 
-  const std::size_t copy_bytes =
-      layout_.block_table + static_cast<std::size_t>(num_reqs) * stride * sizeof(std::int32_t);
-  FF_CUDA_CHECK(cudaMemcpyAsync(device_, host, copy_bytes, cudaMemcpyHostToDevice, stream));
+  if (layout_.compact_table == layout_.block_table) {
+    // A small table: one copy up to the last row the step uses, at the fixed stride.
+    const std::size_t bytes = layout_.block_table + num_reqs * static_cast<std::size_t>(stride) * sizeof(std::int32_t);
+    FF_CUDA_CHECK(cudaMemcpyAsync(device_, host, bytes, cudaMemcpyHostToDevice, stream));
+  } else {
+    // Long rows (a 128k-token deployment has 8,192 blocks a row, of which a step may use a
+    // few): one copy with the rows back to back, then a kernel spreads them to the stride.
+    const std::size_t bytes = layout_.compact_table +
+                              static_cast<std::size_t>(num_reqs) * c.block_table_stride * sizeof(std::int32_t);
+    FF_CUDA_CHECK(cudaMemcpyAsync(device_, host, bytes, cudaMemcpyHostToDevice, stream));
+    expand_block_table(reinterpret_cast<const std::int32_t*>(device_ + layout_.compact_table),
+                       reinterpret_cast<std::int32_t*>(device_ + layout_.block_table), num_reqs,
+                       c.block_table_stride, stride, stream);
+  }
   staging_free_.record(stream);
   staging_in_flight_ = true;
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "freezeframe/backends/metadata_builder.h"
+#include "freezeframe/engine/layer_params.h"
 #include "freezeframe/core/nvtx.h"
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/core/error.h"
@@ -115,16 +116,7 @@ std::int64_t attention_workspace_bytes(const EngineSpec& spec, int layer,
              "no workspace sizing for MLA backend '", backend.name(), "' (layer ", layer, ")");
     return reference_mla_workspace_bytes(model, limits);
   }
-  AttentionParams params;
-  params.num_heads = model.num_heads;
-  params.num_kv_heads = model.num_kv_heads;
-  params.head_size = model.head_size;
-  params.scale = 1.0f / std::sqrt(static_cast<float>(model.head_size));
-  params.kv_cache_dtype = spec.kv_cache_dtype();
-  params.attn_type = l.attention_type;
-  params.logits_soft_cap = l.logits_soft_cap;
-  if (l.sliding_window > 0) params.sliding_window = l.sliding_window;
-  if (l.alibi) params.alibi_slopes.assign(model.num_heads, 1.0f);
+  const AttentionParams params = attention_params(spec, layer);
   const auto impl = backend.make_impl(params, DcpGroup{spec.dcp.world_size, 0});
   return static_cast<std::int64_t>(impl->workspace_bytes(limits));
 }

@@ -16,6 +16,7 @@
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/byte_size.h"
+#include "freezeframe/engine/layer_params.h"
 #include "spec_reader.h"
 
 namespace freezeframe {
@@ -476,7 +477,8 @@ void SpecParser::parse_scheduler(const YAML::Node& s) {
 }
 
 void SpecParser::parse_cuda_graphs(const YAML::Node& g) {
-  r_.check_keys(g, "cuda_graphs", {"mode", "capture_sizes", "max_capture_size", "max_splits"});
+  r_.check_keys(g, "cuda_graphs", {"mode", "capture_sizes", "max_capture_size", "max_splits",
+                                    "layer_by_layer"});
   CudaGraphSpec& graphs = spec_.cuda_graphs;
   if (auto v = r_.read_choice(g, "mode", "cuda_graphs", kGraphModes)) {
     graphs.mode = parse_graph_mode(*v).value_or(CudaGraphMode::kFullAndPiecewise);
@@ -484,6 +486,7 @@ void SpecParser::parse_cuda_graphs(const YAML::Node& g) {
   if (auto v = r_.read_int(g, "max_splits", "cuda_graphs", 1, 1024)) {
     graphs.max_splits = static_cast<int>(*v);
   }
+  if (auto v = r_.read_bool(g, "layer_by_layer", "cuda_graphs")) graphs.layer_by_layer = *v;
   if (auto v = r_.read_int(g, "max_capture_size", "cuda_graphs", 1, 1 << 24)) {
     max_capture_size_ = static_cast<int>(*v);
   }
@@ -695,19 +698,7 @@ void SpecParser::check_layers() {
       }
     }
     if (model.is_mla()) continue;  // MLA impls need weights to be built; checked above
-    AttentionParams params;
-    params.num_heads = model.num_heads;
-    params.num_kv_heads = model.num_kv_heads;
-    params.head_size = model.head_size;
-    params.scale = 1.0f / std::sqrt(static_cast<float>(model.head_size));
-    params.kv_cache_dtype = cache_dtype;
-    params.attn_type = layer.attention_type;
-    params.logits_soft_cap = layer.logits_soft_cap;
-    if (layer.sliding_window > 0) params.sliding_window = layer.sliding_window;
-    if (layer.alibi) params.alibi_slopes.assign(model.num_heads, 1.0f);
-    if (layer.kv_sharing_target >= 0) {
-      params.kv_sharing_target_layer_name = "layers." + std::to_string(layer.kv_sharing_target);
-    }
+    const AttentionParams params = attention_params(spec_, l);
     try {
       (void)backend.make_impl(params, DcpGroup{spec_.dcp.world_size, 0});
     } catch (const Error& e) {

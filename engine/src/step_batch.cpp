@@ -1,6 +1,7 @@
 #include "freezeframe/engine/step_batch.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/spec.h"
@@ -24,6 +25,7 @@ StepLimits step_limits(const EngineSpec& spec, std::int32_t num_blocks) {
   l.block_size = spec.cache.block_size;
   l.num_blocks = num_blocks;
   l.max_blocks_per_req = static_cast<int>((l.max_model_len + l.block_size - 1) / l.block_size);
+  l.vocab_size = spec.model.vocab_size;
   return l;
 }
 
@@ -51,7 +53,12 @@ StepShape validate_step(const StepBatch& batch, const StepLimits& limits) {
     FF_CHECK(static_cast<std::int64_t>(r.block_ids.size()) >= needed, E::kInvalidArgument,
              "request ", i, ": seq_len ", r.seq_len, " needs ", needed, " blocks of ",
              limits.block_size, ", its block table has ", r.block_ids.size());
+    // One branch-free pass over the ids (this runs every step); the message needs a second.
+    bool inside = true;
     for (std::int64_t b = 0; b < needed; ++b) {
+      inside &= static_cast<std::uint32_t>(r.block_ids[b]) < static_cast<std::uint32_t>(limits.num_blocks);
+    }
+    for (std::int64_t b = 0; !inside && b < needed; ++b) {
       FF_CHECK(r.block_ids[b] >= 0 && r.block_ids[b] < limits.num_blocks, E::kInvalidArgument,
                "request ", i, ": block_ids[", b, "] = ", r.block_ids[b],
                " is outside the KV cache's ", limits.num_blocks, " blocks");
@@ -76,12 +83,25 @@ StepShape validate_step(const StepBatch& batch, const StepLimits& limits) {
       }
     }
   }
+  if (!batch.token_ids.empty()) {
+    FF_CHECK(static_cast<int>(batch.token_ids.size()) == shape.num_tokens, E::kInvalidArgument,
+             "token_ids has ", batch.token_ids.size(), " entries for ", shape.num_tokens,
+             " new tokens");
+    const auto vocab = static_cast<std::uint32_t>(limits.vocab_size > 0 ? limits.vocab_size : INT32_MAX);
+    bool inside = true;
+    for (const std::int32_t id : batch.token_ids) inside &= static_cast<std::uint32_t>(id) < vocab;
+    for (int t = 0; !inside && t < shape.num_tokens; ++t) {
+      FF_CHECK(static_cast<std::uint32_t>(batch.token_ids[t]) < vocab, E::kInvalidArgument,
+               "token_ids[", t, "] = ", batch.token_ids[t], " is outside the vocabulary of ",
+               limits.vocab_size, " tokens");
+    }
+  }
   shape.uniform_decode = shape.num_decodes == num_reqs;
   return shape;
 }
 
-StepMetadata::StepMetadata(const StepBatch& batch, const StepLimits& limits, int padded_tokens,
-                           int padded_reqs) {
+void StepMetadata::assign(const StepBatch& batch, const StepLimits& limits, int padded_tokens,
+                          int padded_reqs) {
   const int num_reqs = static_cast<int>(batch.requests.size());
   int tokens = 0, decodes = 0;
   for (const StepRequest& r : batch.requests) tokens += r.query_len;

@@ -38,7 +38,7 @@ std::string_view to_string(RuntimeMode mode) {
   return "unknown";
 }
 
-Dispatcher::Dispatcher(CudaGraphMode mode, std::vector<int> capture_sizes)
+Dispatcher::Dispatcher(CudaGraphMode mode, std::vector<int> capture_sizes, int max_num_reqs)
     : mode_(mode), sizes_(std::move(capture_sizes)) {
   for (std::size_t i = 0; i < sizes_.size(); ++i) {
     FF_CHECK(sizes_[i] > 0 && (i == 0 || sizes_[i] > sizes_[i - 1]), ErrorCode::kInvalidArgument,
@@ -53,7 +53,9 @@ Dispatcher::Dispatcher(CudaGraphMode mode, std::vector<int> capture_sizes)
   for (auto it = sizes_.rbegin(); it != sizes_.rend(); ++it) {
     // A uniform-decode batch of N tokens has N requests, so its full graph fixes both.
     if (full_any) full_order_.push_back({*it, 0, false});
-    if (full_uniform) full_order_.push_back({*it, *it, true});
+    if (full_uniform && (max_num_reqs == 0 || *it <= max_num_reqs)) {
+      full_order_.push_back({*it, *it, true});
+    }
     if (piecewise) piecewise_order_.push_back({*it, 0, false});
   }
   full_.insert(full_order_.begin(), full_order_.end());

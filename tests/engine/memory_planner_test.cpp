@@ -76,15 +76,16 @@ TEST(ModelProgram, MlaLayersUseTheirOwnProjections) {
 //   inputs                       98,304  (token ids 8192·4 + positions 8192·8)
 //   outputs                 131,334,144  (logits 256·128256·4)
 //   attention_outputs     2,147,483,648  (32 layers · 8192·4096·2)
-//   metadata.reference        8,457,728  (query_start_loc 1,280 + seq_lens 1,024
+//   metadata.reference       16,846,336  (query_start_loc 1,280 + seq_lens 1,024
 //                                         + seq_start_loc 1,280 + slot_mapping 65,536
-//                                         + block table 256·8192·4 = 8,388,608)
+//                                         + block table 256·8192·4 = 8,388,608, and as
+//                                         much again for its compact upload)
 //   split_kv_workspace      135,266,304  (512 tokens · 16 splits · 32 heads · 129 · 4)
 //   cublas_workspace         33,554,432
-//   fixed total          19,288,468,992
-// KV: 77,309,411,328 − 19,288,468,992 = 58,020,942,336 bytes; one block over 32 layers is
-// 32 · 2 (K, V) · 16 tokens · 8 heads · 128 · 2 bytes = 2,097,152; 58,020,942,336 / 2,097,152
-// = 27,666.4 → 27,666 blocks = 442,656 tokens; a 131,072-token sequence needs 8,192 blocks,
+//   fixed total          19,296,857,600
+// KV: 77,309,411,328 − 19,296,857,600 = 58,012,553,728 bytes; one block over 32 layers is
+// 32 · 2 (K, V) · 16 tokens · 8 heads · 128 · 2 bytes = 2,097,152; 58,012,553,728 / 2,097,152
+// = 27,662.4 → 27,662 blocks = 442,592 tokens; a 131,072-token sequence needs 8,192 blocks,
 // so 3 fit at once.
 TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
   const EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
@@ -96,16 +97,16 @@ TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
   EXPECT_EQ(plan.region("inputs").bytes, 98'304);
   EXPECT_EQ(plan.region("outputs").bytes, 131'334'144);
   EXPECT_EQ(plan.region("attention_outputs").bytes, 2'147'483'648);
-  EXPECT_EQ(plan.region("metadata.reference").bytes, 8'457'728);
+  EXPECT_EQ(plan.region("metadata.reference").bytes, 16'846'336);
   EXPECT_EQ(plan.region("split_kv_workspace").bytes, 135'266'304);
   EXPECT_EQ(plan.region("cublas_workspace").bytes, 33'554'432);
   EXPECT_EQ(plan.find("attention_workspace"), nullptr) << "the reference impl needs none";
-  EXPECT_EQ(plan.region("kv_cache").offset, 19'288'468'992);
+  EXPECT_EQ(plan.region("kv_cache").offset, 19'296'857'600);
   EXPECT_EQ(plan.kv_cache.bytes_per_block, 2'097'152);
-  EXPECT_EQ(plan.kv_cache.num_blocks, 27'666);
-  EXPECT_EQ(plan.kv_cache.tokens_per_rank, 442'656);
+  EXPECT_EQ(plan.kv_cache.num_blocks, 27'662);
+  EXPECT_EQ(plan.kv_cache.tokens_per_rank, 442'592);
   EXPECT_EQ(plan.kv_cache.max_concurrent_sequences, 3);
-  EXPECT_EQ(plan.region("kv_cache").bytes, 27'666 * std::int64_t(2'097'152));
+  EXPECT_EQ(plan.region("kv_cache").bytes, 27'662 * std::int64_t(2'097'152));
   EXPECT_EQ(plan.region("kv_cache").placements.size(), 32u);
   EXPECT_LE(plan.used_bytes(), plan.capacity_bytes());
   EXPECT_GT(plan.used_bytes() + plan.kv_cache.bytes_per_block, plan.capacity_bytes())
@@ -197,9 +198,9 @@ TEST(MemoryPlanner, ABudgetWithoutRoomForOneSequenceSaysWhatIsMissing) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("llama-3.1-8b.yaml:21:18: cache.memory_budget"), std::string::npos) << msg;
     EXPECT_NE(msg.find("131072 tokens = 8192 blocks"), std::string::npos) << msg;
-    // needed: 19,288,468,992 + 8192 · 2 MiB = 36,468,338,176; budget 0.9 · 24 GiB
-    // = 23,192,823,398 → 13,275,514,778 missing.
-    EXPECT_NE(msg.find("13275514778 bytes"), std::string::npos) << msg;
+    // needed: 19,296,857,600 + 8192 · 2 MiB = 36,476,726,784; budget 0.9 · 24 GiB
+    // = 23,192,823,398 → 13,283,903,386 missing.
+    EXPECT_NE(msg.find("13283903386 bytes"), std::string::npos) << msg;
   }
 }
 

@@ -52,6 +52,17 @@ TEST(Dispatcher, FullModeUsesTheRelaxedKeyForAnyBatch) {
   EXPECT_TRUE(d.piecewise_keys().empty());
 }
 
+TEST(Dispatcher, UniformDecodeGraphsStopAtTheRequestLimit) {
+  // 256 sequences at most: a uniform decode batch of 264 cannot exist, so neither does its graph.
+  const Dispatcher d(CudaGraphMode::kFullAndPiecewise, default_capture_sizes(512), 256);
+  EXPECT_EQ(d.full_keys().size(), 35u);  // 1, 2, 4, 8, ..., 248, 256
+  EXPECT_EQ(d.full_keys().front(), (BatchDescriptor{256, 256, true}));
+  EXPECT_EQ(d.piecewise_keys().size(), 51u);
+  const Dispatch decode = d.dispatch(250, 250, true);
+  EXPECT_EQ(decode.mode, RuntimeMode::kFull);
+  EXPECT_EQ(decode.descriptor, (BatchDescriptor{256, 256, true}));
+}
+
 TEST(Dispatcher, FullDecodeOnlyRunsOtherBatchesEagerly) {
   const Dispatcher d(CudaGraphMode::kFullDecodeOnly, {1, 2, 4, 8});
   EXPECT_EQ(d.dispatch(7, 7, true).mode, RuntimeMode::kFull);

@@ -34,6 +34,29 @@ namespace freezeframe::paged_decode {
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 
+/// Tokens a warp reads per iteration; a split covers whole tiles.
+inline constexpr int kTile = 16;
+/// A split reads at least this many tiles: a short sequence uses few splits (the others exit at
+/// once and the combine skips them) instead of many splits with a tile each.
+inline constexpr int kMinTilesPerSplit = 4;
+
+/// How a row's visible keys [first, len) are shared by the launch's splits: evenly, in whole
+/// tiles, at least kMinTilesPerSplit each; `active` splits have keys. The lengths shape the
+/// work inside the kernels only; the launch is the same for any lengths.
+struct SplitRange {
+  int first = 0;
+  int tiles_per_split = 0;
+  int active = 0;
+};
+__device__ __forceinline__ SplitRange split_range(int len, int sliding_window, int num_splits) {
+  SplitRange r;
+  r.first = sliding_window > 0 ? max(0, len - sliding_window) : 0;
+  const int tiles = (len - r.first + kTile - 1) / kTile;
+  r.tiles_per_split = max(kMinTilesPerSplit, (tiles + num_splits - 1) / num_splits);
+  r.active = (tiles + r.tiles_per_split - 1) / r.tiles_per_split;
+  return r;
+}
+
 /// The decode request of `row`, or −1 when the row is padding or part of a prefill.
 __device__ __forceinline__ int decode_request(const std::int32_t* query_start_loc, int num_reqs,
                                               int row) {
@@ -134,7 +157,6 @@ __global__ void __launch_bounds__(kThreads)
   using Rows = RowPieces<KV, D>;
   constexpr int kSteps = D / 16;         // mma k-steps over the head dim
   constexpr int kDimTiles = D / 16;      // mma m-tiles over the output dims
-  constexpr int kTile = 16;              // tokens per warp iteration
 
   __shared__ float s_acc[kWarps][HeadsPerCta][D];
   __shared__ float s_m[kWarps][HeadsPerCta];
@@ -153,14 +175,14 @@ __global__ void __launch_bounds__(kThreads)
   const int g = lane / 4;  // token of a tile (loads), head (scores), dim row (outputs)
   const int t = lane % 4;
 
-  // This split's slice of the visible keys, in whole 16-token tiles.
+  // This split's slice of the visible keys, in whole 16-token tiles. With one split the CTA
+  // writes the output itself, so it runs even with no keys (the output is then 0).
   const int len = p.seq_lens[req];
   const int pos = len - 1;
-  const int first = p.sliding_window > 0 ? max(0, len - p.sliding_window) : 0;
-  const int tiles = (len - first + kTile - 1) / kTile;
-  const int tiles_per_split = (tiles + p.num_splits - 1) / p.num_splits;
-  const int begin = first + split * tiles_per_split * kTile;
-  const int end = min(len, begin + tiles_per_split * kTile);
+  const SplitRange range = split_range(len, p.sliding_window, p.num_splits);
+  if (p.num_splits > 1 && split >= range.active) return;
+  const int begin = range.first + split * range.tiles_per_split * kTile;
+  const int end = min(len, begin + range.tiles_per_split * kTile);
 
   // Q as the A operand (rows = heads; rows 8-15 are zero), in the permuted dim order.
   const bool head_valid = g < HeadsPerCta;

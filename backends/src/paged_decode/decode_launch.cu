@@ -8,29 +8,31 @@
 namespace freezeframe::paged_decode {
 namespace {
 
-// One CTA per (row, head): merge the splits of decode rows; other rows are not ours. The
-// splits' weights exp(L_r − L) are computed once into shared memory, then every thread sums
-// its output elements.
+// One CTA per (row, head): merge the splits of decode rows that have keys (split_range);
+// other rows are not ours. The splits' weights exp(L_r − L) are computed once into shared
+// memory, then every thread sums its output elements.
 template <typename T>
 __global__ void combine_kernel(const __grid_constant__ DecodeParams p, int head_size) {
   __shared__ float s_weight[kMaxSplits];
   __shared__ float s_lse;
   const int row = blockIdx.x, head = blockIdx.y;
-  if (decode_request(p.query_start_loc, p.num_reqs, row) < 0) return;
+  const int req = decode_request(p.query_start_loc, p.num_reqs, row);
+  if (req < 0) return;
+  const int splits = split_range(p.seq_lens[req], p.sliding_window, p.num_splits).active;
   const std::int64_t stride = static_cast<std::int64_t>(p.num_rows) * p.num_heads;
   const std::int64_t state = static_cast<std::int64_t>(row) * p.num_heads + head;
   if (threadIdx.x == 0) {
     auto lse = [&](int r) { return p.partial_lse[r * stride + state]; };
-    const float m = kernels::max_lse(p.num_splits, lse);
-    const float sum = m == -INFINITY ? 0.0f : kernels::weight_sum(p.num_splits, m, lse);
-    for (int r = 0; r < p.num_splits; ++r) s_weight[r] = sum > 0.0f ? expf(lse(r) - m) / sum : 0.0f;
+    const float m = kernels::max_lse(splits, lse);
+    const float sum = m == -INFINITY ? 0.0f : kernels::weight_sum(splits, m, lse);
+    for (int r = 0; r < splits; ++r) s_weight[r] = sum > 0.0f ? expf(lse(r) - m) / sum : 0.0f;
     s_lse = sum > 0.0f ? m + logf(sum) : -INFINITY;
   }
   __syncthreads();
   T* out = static_cast<T*>(p.out) + row * p.out_stride_token + head * p.out_stride_head;
   for (int d = threadIdx.x; d < head_size; d += blockDim.x) {
     float acc = 0.0f;  // all weights 0 (no split saw a key) gives 0, never NaN
-    for (int r = 0; r < p.num_splits; ++r) acc += s_weight[r] * p.partial_out[(r * stride + state) * head_size + d];
+    for (int r = 0; r < splits; ++r) acc += s_weight[r] * p.partial_out[(r * stride + state) * head_size + d];
     out[d] = kernels::from_float<T>(acc);
   }
   if (threadIdx.x == 0 && p.lse != nullptr) p.lse[row * p.lse_stride_token + head] = s_lse;

@@ -31,13 +31,17 @@ class MetadataBuilder {
   [[nodiscard]] const BatchLimits& limits() const { return limits_; }
 
   /// Validates `common` against the limits (throws, touching nothing, when it does not fit),
-  /// stages it in pinned memory and enqueues one copy on `stream`.
+  /// stages it in pinned memory and enqueues one copy on `stream`. Where the block table's
+  /// fixed-stride rows are long (a long max model length), the copy carries the step's rows
+  /// back to back and a small kernel spreads them to the fixed stride.
   virtual const AttentionMetadata& build(const CommonAttentionMetadata& common,
                                          cudaStream_t stream);
 
  private:
   struct Layout {
-    std::size_t query_start_loc, seq_lens, seq_start_loc, slot_mapping, block_table, total;
+    std::size_t query_start_loc, seq_lens, seq_start_loc, slot_mapping;
+    std::size_t compact_table;  ///< this step's rows back to back (0 bytes when not used)
+    std::size_t block_table, total;
   };
   static Layout layout_for(const BatchLimits& limits);
   void validate(const CommonAttentionMetadata& common) const;

@@ -28,6 +28,8 @@ struct StepBatch {
   std::vector<StepRequest> requests;           ///< single-token decodes first
   /// Cache slot of each new token; empty = derived from the block tables.
   std::span<const std::int64_t> slot_mapping;
+  /// Token id of each new token, request by request; empty = token 0 everywhere (benchmarks).
+  std::span<const std::int32_t> token_ids;
 };
 
 /// What a step may hold, from the spec and the KV cache's size.
@@ -38,6 +40,7 @@ struct StepLimits {
   int block_size = 0;
   std::int32_t num_blocks = 0;
   int max_blocks_per_req = 0;  ///< ceil(max_model_len / block_size)
+  std::int32_t vocab_size = 0;  ///< token ids must lie below it (0: not checked)
 };
 [[nodiscard]] StepLimits step_limits(const EngineSpec& spec, std::int32_t num_blocks);
 
@@ -52,14 +55,20 @@ struct StepShape {
 /// Checks `batch` against `limits` and throws kInvalidArgument naming the request and field at
 /// the first problem: counts over the scheduler limits, query_len < 1 or > seq_len, seq_len
 /// over max_model_len, decodes not first, too few blocks or block ids outside the pool, a
-/// given slot mapping that disagrees with the block tables.
+/// given slot mapping that disagrees with the block tables, token ids of the wrong count or
+/// outside the vocabulary.
 [[nodiscard]] StepShape validate_step(const StepBatch& batch, const StepLimits& limits);
 
 /// Host metadata of a validated step, padded to `padded_tokens` rows and `padded_reqs`
 /// requests (see Note [Padding a step]); its spans stay valid while it lives.
 class StepMetadata {
  public:
-  StepMetadata(const StepBatch& batch, const StepLimits& limits, int padded_tokens, int padded_reqs);
+  StepMetadata() = default;
+  StepMetadata(const StepBatch& batch, const StepLimits& limits, int padded_tokens, int padded_reqs) {
+    assign(batch, limits, padded_tokens, padded_reqs);
+  }
+  /// Rebuilds it for another step, reusing its memory (the serving loop's steady state).
+  void assign(const StepBatch& batch, const StepLimits& limits, int padded_tokens, int padded_reqs);
 
   [[nodiscard]] CommonAttentionMetadata common() const;
   [[nodiscard]] std::span<const std::int32_t> query_start_loc() const { return query_start_loc_; }

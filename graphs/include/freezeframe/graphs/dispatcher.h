@@ -24,7 +24,9 @@ struct Dispatch {
 class Dispatcher {
  public:
   /// `mode` already lowered (lower_mode); `capture_sizes` ascending, positive, unique.
-  Dispatcher(CudaGraphMode mode, std::vector<int> capture_sizes);
+  /// Uniform-decode full graphs exist only for sizes up to `max_num_reqs` (a batch of N
+  /// single-token decodes has N requests); 0 = no bound.
+  Dispatcher(CudaGraphMode mode, std::vector<int> capture_sizes, int max_num_reqs = 0);
 
   [[nodiscard]] CudaGraphMode mode() const { return mode_; }
   [[nodiscard]] std::span<const int> capture_sizes() const { return sizes_; }

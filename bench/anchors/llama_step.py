@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""PyTorch anchor for one Llama-3.1-8B-shaped decode step, eager and as a CUDA graph.
+
+For each batch size, one decode step in bf16 with deterministic random weights: embedding of B
+token ids, then per layer RMSNorm -> fused QKV projection -> Neox RoPE at position context-1
+(a per-request position tensor on the device) -> write of the new K and V into a preallocated
+contiguous KV cache [batch, kv_heads, max_context, head] (index_copy_) -> SDPA of the single
+query over the first `context` cached positions (enable_gqa) -> o_proj + residual -> RMSNorm ->
+fused gate_up -> SiLU(gate) * up -> down + residual; then final RMSNorm -> lm_head -> float32
+logits [B, vocab]. Plain torch ops, no torch.compile. Weights (~16 GB) far exceed L2.
+
+Reported per batch: eager step time (median of CUDA-event timings after warm-up), the step
+captured in a torch.cuda.CUDAGraph (warm-up on a side stream): host wall time of the capture
+block (synchronised before and after, so it includes instantiation), median replay time (CUDA
+events around each replay), free device memory before and after capture, and the largest
+difference between eager and graph logits. With --gemms-only, a graph holding only the four
+GEMMs per layer (qkv, o, gate_up, down; no lm_head) is timed as well, for reference.
+
+usage: python3 bench/anchors/llama_step.py --json $OUT/llama_step_anchor.json
+       [--batches 1,8,64,256] [--context 1024] [--gemms-only] [--sdpa auto|flash|cudnn|efficient|math]
+"""
+
+import argparse
+import contextlib
+import gc
+import json
+import statistics
+import time
+from types import SimpleNamespace
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+DTYPE = torch.bfloat16
+ITEMSIZE = torch.finfo(DTYPE).bits // 8
+HAS_RMS_NORM = hasattr(F, "rms_norm")
+BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+
+
+def rms_norm(x, weight, eps):
+    if HAS_RMS_NORM:
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
+
+
+def rope(x, cos, sin):
+    """Neox-style rotation of x [B, heads, head] by cos/sin [B, 1, head/2]."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+def randn(*shape, scale=1.0):
+    return torch.randn(shape, device="cuda", dtype=DTYPE).mul_(scale)
+
+
+def make_weights(c):
+    qkv_rows = (c.heads + 2 * c.kv_heads) * c.head_dim
+    layers = [SimpleNamespace(
+        ln1=torch.ones(c.hidden, device="cuda", dtype=DTYPE),
+        qkv=randn(qkv_rows, c.hidden, scale=c.hidden ** -0.5),
+        o=randn(c.hidden, c.heads * c.head_dim, scale=(c.heads * c.head_dim) ** -0.5),
+        ln2=torch.ones(c.hidden, device="cuda", dtype=DTYPE),
+        gate_up=randn(2 * c.intermediate, c.hidden, scale=c.hidden ** -0.5),
+        down=randn(c.hidden, c.intermediate, scale=c.intermediate ** -0.5),
+    ) for _ in range(c.layers)]
+    return SimpleNamespace(embed=randn(c.vocab, c.hidden), layers=layers,
+                           norm=torch.ones(c.hidden, device="cuda", dtype=DTYPE),
+                           lm_head=randn(c.vocab, c.hidden, scale=c.hidden ** -0.5))
+
+
+def make_step(w, c, batch):
+    """Static inputs, KV caches and a step closure for one batch size."""
+    ids = torch.randint(c.vocab, (batch,), device="cuda")
+    pos = torch.full((batch,), c.context - 1, device="cuda", dtype=torch.long)
+    caches = [(randn(batch, c.kv_heads, c.max_context, c.head_dim), randn(batch, c.kv_heads, c.max_context, c.head_dim))
+              for _ in range(c.layers)]
+    inv_freq = c.rope_theta ** -(torch.arange(0, c.head_dim, 2, device="cuda", dtype=torch.float32) / c.head_dim)
+    # row of (request b, kv head h, position 0) in the cache viewed as [batch * kv_heads * max_context, head]
+    base_rows = (torch.arange(batch, device="cuda")[:, None] * c.kv_heads + torch.arange(c.kv_heads, device="cuda")) * c.max_context
+    q_size, kv_size = c.heads * c.head_dim, c.kv_heads * c.head_dim
+
+    def step():
+        h = F.embedding(ids, w.embed)
+        freqs = pos[:, None].float() * inv_freq
+        cos, sin = freqs.cos().to(DTYPE)[:, None], freqs.sin().to(DTYPE)[:, None]
+        rows = (base_rows + pos[:, None]).reshape(-1)
+        for layer, (k_cache, v_cache) in zip(w.layers, caches):
+            q, k, v = F.linear(rms_norm(h, layer.ln1, c.rms_eps), layer.qkv).split([q_size, kv_size, kv_size], dim=-1)
+            q = rope(q.view(batch, c.heads, c.head_dim), cos, sin)
+            k = rope(k.view(batch, c.kv_heads, c.head_dim), cos, sin)
+            k_cache.view(-1, c.head_dim).index_copy_(0, rows, k.reshape(-1, c.head_dim))
+            v_cache.view(-1, c.head_dim).index_copy_(0, rows, v.reshape(-1, c.head_dim))
+            attn = F.scaled_dot_product_attention(q[:, :, None], k_cache[:, :, :c.context], v_cache[:, :, :c.context],
+                                                  enable_gqa=True)
+            h = h + F.linear(attn.reshape(batch, q_size), layer.o)
+            gate, up = F.linear(rms_norm(h, layer.ln2, c.rms_eps), layer.gate_up).chunk(2, dim=-1)
+            h = h + F.linear(F.silu(gate) * up, layer.down)
+        return F.linear(rms_norm(h, w.norm, c.rms_eps), w.lm_head).float()
+
+    return step, sum(k.numel() + v.numel() for k, v in caches) * ITEMSIZE
+
+
+def make_gemm_step(w, c, batch):
+    x, attn, act = randn(batch, c.hidden), randn(batch, c.heads * c.head_dim), randn(batch, c.intermediate)
+
+    def step():
+        for layer in w.layers:
+            F.linear(x, layer.qkv)
+            F.linear(attn, layer.o)
+            F.linear(x, layer.gate_up)
+            F.linear(act, layer.down)
+    return step
+
+
+def event_times(fn, iterations, warmup):
+    """Per-call CUDA-event times in ms after `warmup` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iterations):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return times
+
+
+def capture(fn, warmup):
+    """Capture fn into a CUDA graph; returns graph, its output, capture ms, free bytes before/after."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    free_before = torch.cuda.mem_get_info()[0]
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    with torch.cuda.graph(graph):
+        out = fn()
+    torch.cuda.synchronize()
+    capture_ms = (time.perf_counter() - start) * 1e3
+    return graph, out, capture_ms, free_before, torch.cuda.mem_get_info()[0]
+
+
+def bench_batch(w, c, batch, args):
+    step, kv_bytes = make_step(w, c, batch)
+    eager = event_times(step, args.iterations, args.warmup)
+    eager_logits = step().clone()
+    graph, logits, capture_ms, free_before, free_after = capture(step, args.warmup)
+    start = time.perf_counter()
+    graph.replay()
+    torch.cuda.synchronize()
+    first_replay_ms = (time.perf_counter() - start) * 1e3
+    replays = event_times(graph.replay, args.iterations, args.warmup)
+    graph_ms = statistics.median(replays)
+    kv_read = kv_bytes * c.context // c.max_context
+    result = {
+        "batch": batch, "eager_ms": statistics.median(eager), "eager_ms_min": min(eager),
+        "graph_ms": graph_ms, "graph_ms_min": min(replays), "capture_ms": capture_ms, "first_replay_ms": first_replay_ms,
+        "free_before_capture_bytes": free_before, "free_after_capture_bytes": free_after, "graph_bytes": free_before - free_after,
+        "kv_cache_bytes": kv_bytes, "bytes_per_step": c.streamed_weight_bytes + kv_read,
+        "graph_tbs": (c.streamed_weight_bytes + kv_read) / (graph_ms * 1e-3) / 1e12,
+        "logits_finite": bool(torch.isfinite(logits).all()),
+        "max_abs_diff_graph_vs_eager": (logits - eager_logits).abs().max().item(),
+    }
+    del graph, logits, eager_logits, step
+    if args.gemms_only:
+        gemm_graph, _, gemm_capture_ms, _, _ = capture(make_gemm_step(w, c, batch), args.warmup)
+        gemm = event_times(gemm_graph.replay, args.iterations, args.warmup)
+        result.update(gemms_graph_ms=statistics.median(gemm), gemms_capture_ms=gemm_capture_ms)
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", default="1,8,64,256", help="comma-separated batch sizes")
+    parser.add_argument("--context", type=int, default=1024, help="tokens per request, including the new one")
+    parser.add_argument("--max-context", type=int, help="KV cache capacity per request (default: --context)")
+    parser.add_argument("--iterations", type=int, default=50, help="timed steps / replays per mode")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed calls before timing and before capture")
+    for flag, default in (("hidden", 4096), ("layers", 32), ("heads", 32), ("kv-heads", 8), ("head-dim", 128),
+                          ("intermediate", 14336), ("vocab", 128256), ("rope-theta", 500000.0), ("rms-eps", 1e-5), ("seed", 0)):
+        parser.add_argument(f"--{flag}", type=type(default), default=default, help="model shape" if flag != "seed" else None)
+    parser.add_argument("--sdpa", choices=["auto", *BACKENDS], default="auto", help="force one SDPA backend")
+    parser.add_argument("--gemms-only", action="store_true", help="also time a graph of only the 4 GEMMs per layer")
+    parser.add_argument("--json", help="write results as one JSON object to this path")
+    args = parser.parse_args()
+    batches = [int(b) for b in args.batches.split(",") if b.strip()]
+    c = SimpleNamespace(**{k: getattr(args, k) for k in ("context", "hidden", "layers", "heads", "kv_heads", "head_dim",
+                                                          "intermediate", "vocab", "rope_theta", "rms_eps")})
+    c.max_context = args.max_context or args.context
+    assert c.max_context >= c.context and c.heads % c.kv_heads == 0 and c.head_dim % 2 == 0
+
+    torch.manual_seed(args.seed)
+    with torch.no_grad():
+        w = make_weights(c)
+        layer_bytes = sum(t.numel() for t in vars(w.layers[0]).values()) * ITEMSIZE * c.layers
+        shapes = {**vars(c), "tied_lm_head": False}
+        c.streamed_weight_bytes = layer_bytes + (w.lm_head.numel() + w.norm.numel()) * ITEMSIZE
+        weight_bytes = c.streamed_weight_bytes + w.embed.numel() * ITEMSIZE
+        print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, weights {weight_bytes / 2**30:.2f} GiB, "
+              f"context {c.context}, sdpa {args.sdpa}, rms_norm {'F.rms_norm' if HAS_RMS_NORM else 'manual'}")
+        header = f"{'batch':>5} | {'eager ms':>9} | {'graph ms':>9} {'TB/s':>5} | {'capture ms':>10} | {'graph MiB':>9}"
+        header += f" | {'gemms ms':>8}" if args.gemms_only else ""
+        print(header)
+        print("-" * len(header))
+        results = []
+        for batch in batches:
+            torch.manual_seed(args.seed + batch)
+            backend = sdpa_kernel(BACKENDS[args.sdpa]) if args.sdpa != "auto" else contextlib.nullcontext()
+            try:
+                with backend:
+                    r = bench_batch(w, c, batch, args)
+            except (RuntimeError, torch.OutOfMemoryError) as error:
+                message = str(error).splitlines()[0][:160] if str(error) else type(error).__name__
+                print(f"{batch:>5} | failed: {message}", flush=True)
+                r = {"batch": batch, "error": message}
+            gc.collect()
+            torch.cuda.empty_cache()
+            results.append(r)
+            if "error" in r:
+                continue
+            line = (f"{batch:>5} | {r['eager_ms']:>9.3f} | {r['graph_ms']:>9.3f} {r['graph_tbs']:>5.2f} | "
+                    f"{r['capture_ms']:>10.1f} | {r['graph_bytes'] / 2**20:>9.1f}")
+            line += f" | {r['gemms_graph_ms']:>8.3f}" if args.gemms_only else ""
+            print(line + ("" if r["logits_finite"] else "  (non-finite logits)"), flush=True)
+
+    total_capture_ms = sum(r.get("capture_ms", 0.0) for r in results)
+    total_graph_bytes = sum(r.get("graph_bytes", 0) for r in results)
+    print(f"total capture ms: {total_capture_ms:.1f}, total graph memory {total_graph_bytes / 2**20:.1f} MiB")
+    if args.json:
+        report = {
+            "anchor": "llama_step", "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "dtype": "bfloat16", "sdpa": args.sdpa,
+            "rms_norm": "F.rms_norm" if HAS_RMS_NORM else "manual",
+            "shapes": shapes, "weight_bytes": weight_bytes, "streamed_weight_bytes": c.streamed_weight_bytes,
+            "iterations": args.iterations, "warmup": args.warmup, "seed": args.seed,
+            "total_capture_ms": total_capture_ms, "total_graph_bytes": total_graph_bytes, "results": results,
+        }
+        with open(args.json, "w") as out:
+            json.dump(report, out, indent=2)
+            out.write("\n")
+    print("anchor llama_step: done")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+#pragma once
+// The built-in model's GEMMs through cuBLAS, on a workspace the memory plan owns, so nothing
+// allocates while a graph is captured (cuBLAS would otherwise take its workspace from the
+// driver on first use).
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "freezeframe/core/tensor.h"
+
+namespace freezeframe {
+
+class Gemm {
+ public:
+  /// `workspace`: device bytes for cuBLAS (kCublasWorkspaceBytes from the plan).
+  explicit Gemm(const TensorView& workspace);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  /// y[:rows] = x[:rows] · weightᵀ + beta · y[:rows]   (a Linear layer; beta 1 adds a residual)
+  /// x [≥ rows, K] and y [≥ rows, N] row-major with unit column stride (row strides may be
+  /// larger: column slices); weight [N, K] contiguous, the model dtype like x; y in the model
+  /// dtype or f32. f32 accumulation. rows == 0 enqueues nothing.
+  void linear(const TensorView& x, const TensorView& weight, const TensorView& y, int rows,
+              float beta, cudaStream_t stream);
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+}  // namespace freezeframe

@@ -1,0 +1,54 @@
+#pragma once
+// The built-in model's element-wise kernels (everything of a Llama-style layer that is not a
+// GEMM or attention). Every launch's grid follows `rows` (the step's padded row count) and
+// the tensor widths, never the step's data, so the same launch is right at capture and replay.
+// Activations and weights are bf16 or f16 (the model dtype); arithmetic is f32.
+// Every function checks its arguments and throws kInvalidArgument before enqueuing anything.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "freezeframe/core/tensor.h"
+
+namespace freezeframe::model_kernels {
+
+/// out[r, :] = table[token_ids[r], :] for r < rows. table [vocab, width]; out [≥ rows, width]
+/// (row stride may exceed width). Ids outside [0, vocab) give a zero row.
+void embedding(const TensorView& table, const std::int32_t* token_ids, int rows,
+               const TensorView& out, cudaStream_t stream);
+
+/// out[r, :] = in[r, :] / sqrt(mean(in[r, :]²) + eps) · weight for r < rows. in, out
+/// [≥ rows, width] (each may have a row stride larger than width, e.g. a slice of a wider
+/// tensor); weight [width].
+void rms_norm(const TensorView& in, const TensorView& weight, float eps, const TensorView& out,
+              int rows, cudaStream_t stream);
+
+/// out[r, :] = rms_norm(in[query_start_loc[r + 1] − 1, :]) for r < num_reqs: the last new
+/// token of each request (the rows the LM head reads). A request with no new tokens
+/// (query_start_loc[r + 1] == query_start_loc[r], a padded one) gets a zero row.
+/// query_start_loc is device memory [num_reqs + 1].
+void rms_norm_last_tokens(const TensorView& in, const std::int32_t* query_start_loc,
+                          int num_reqs, const TensorView& weight, float eps,
+                          const TensorView& out, cudaStream_t stream);
+
+/// Rotary embedding, Neox style (rotate_half: pairs (i, i + rotary_dim / 2)), in place on the
+/// first num_heads + num_kv_heads heads of each row of qkv [≥ rows, (num_heads + 2·num_kv_heads)
+/// · head_size] (q heads, then k heads; the v heads are left alone). Position p rotates pair i
+/// by p · theta^(−2i / rotary_dim). positions: device [rows].
+void rope_neox(const TensorView& qkv, const std::int64_t* positions, int rows, int num_heads,
+               int num_kv_heads, int head_size, int rotary_dim, float theta,
+               cudaStream_t stream);
+
+/// out[r, i] = silu(gate_up[r, i]) · gate_up[r, I + i] for r < rows, i < I; gate_up [≥ rows,
+/// 2·I], out [≥ rows, I]; silu(x) = x / (1 + e^−x).
+void silu_and_mul(const TensorView& gate_up, const TensorView& out, int rows,
+                  cudaStream_t stream);
+
+/// Deterministic pseudo-random fill of a contiguous tensor (bf16, f16 or f32): element i gets
+/// lo + (hi − lo)·u(seed, i), u a counter-based hash in [0, 1). The same (seed, i) gives the
+/// same value on every run and device.
+void fill_uniform(const TensorView& t, std::uint64_t seed, float lo, float hi,
+                  cudaStream_t stream);
+
+}  // namespace freezeframe::model_kernels

@@ -1,0 +1,260 @@
+// freezeframe bench SPEC.yaml [--batches 1,8,64,256] [--context 1024] [--iterations N]
+//                  [--backend NAME] [--device-memory SIZE] [--json FILE]
+// Decode-step latency of a spec's engine per batch size, run eagerly, with piecewise graphs and
+// with full graphs: every request a single-token decode over `context` tokens of KV cache
+// (shuffled blocks). Each figure is the median over N steps of CUDA events around one step
+// (inputs and metadata upload included) after warm-up; the host time is the median wall time
+// of one step() call with the GPU idle. Also the capture time and the graphs' device memory.
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "arguments.h"
+#include "commands.h"
+#include "freezeframe/core/cuda_handles.h"
+#include "freezeframe/core/error.h"
+#include "freezeframe/engine/engine.h"
+#include "freezeframe/engine/spec.h"
+
+namespace freezeframe::tools {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: freezeframe bench SPEC.yaml [--batches LIST] [--context N] [--iterations N]\n"
+    "                         [--backend NAME] [--device-memory SIZE] [--json FILE]\n"
+    "  --batches LIST     decode batch sizes (default 1,8,64,256)\n"
+    "  --context N        tokens of each request, the new one included (default 1024)\n"
+    "  --iterations N     timed steps per figure, after warm-up (default 50)\n"
+    "  --backend NAME     run every layer's attention on this backend\n"
+    "  --device-memory    device memory the plan assumes (default: the GPU's free memory)\n"
+    "  --json FILE        writes the figures as JSON\n";
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+/// B single-token decodes over `context` tokens each, on blocks from a shuffled pool.
+struct DecodeBatch {
+  std::vector<std::vector<std::int32_t>> blocks;
+  std::vector<std::int32_t> tokens;
+  StepBatch batch;
+
+  DecodeBatch(int b, int context, const StepLimits& limits, std::mt19937& rng) {
+    const int per_request = (context + limits.block_size - 1) / limits.block_size;
+    FF_CHECK(std::int64_t(b) * per_request <= limits.num_blocks, ErrorCode::kInvalidArgument,
+             "batch ", b, " at context ", context, " needs ", std::int64_t(b) * per_request,
+             " KV blocks; the plan has ", limits.num_blocks);
+    std::vector<std::int32_t> pool(limits.num_blocks);
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    for (int r = 0; r < b; ++r) {
+      blocks.emplace_back(pool.begin() + std::int64_t(r) * per_request,
+                          pool.begin() + std::int64_t(r + 1) * per_request);
+      tokens.push_back(static_cast<std::int32_t>(rng() % limits.vocab_size));
+    }
+    for (int r = 0; r < b; ++r) batch.requests.push_back({1, context, blocks[r]});
+    batch.token_ids = tokens;
+  }
+};
+
+struct Row {
+  int batch = 0;
+  double ms[3] = {0, 0, 0};  // by RuntimeMode; 0 = not run
+  double host_us = 0;
+  StepHostTimes host;
+  std::string breakdown;
+};
+
+/// Median device time of one step with `options`, or 0 when the step does not run in `want`.
+double time_steps(Engine& engine, const StepBatch& batch, const StepOptions& options,
+                  RuntimeMode want, int iterations) {
+  if (engine.step(batch, options).mode != want) return 0.0;
+  for (int i = 0; i < 3; ++i) (void)engine.step(batch, options);
+  std::vector<Event> start, stop;
+  for (int i = 0; i < iterations; ++i) {
+    start.emplace_back(true);
+    stop.emplace_back(true);
+  }
+  for (int i = 0; i < iterations; ++i) {
+    start[i].record(engine.stream());
+    (void)engine.step(batch, options);
+    stop[i].record(engine.stream());
+  }
+  engine.synchronize();
+  std::vector<double> ms;
+  for (int i = 0; i < iterations; ++i) ms.push_back(stop[i].elapsed_ms_since(start[i]));
+  return median(ms);
+}
+
+/// Median host time of one step() call with the GPU idle: total and by phase.
+StepHostTimes host_times(Engine& engine, const StepBatch& batch, int iterations, double* total_us) {
+  std::vector<double> total, validate, upload, launch;
+  for (int i = 0; i < iterations; ++i) {
+    engine.synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    const StepResult r = engine.step(batch);
+    total.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    validate.push_back(r.host.validate_us);
+    upload.push_back(r.host.upload_us);
+    launch.push_back(r.host.launch_us);
+  }
+  engine.synchronize();
+  *total_us = median(total);
+  return {median(validate), median(upload), median(launch)};
+}
+
+/// Device time per op kind over the whole program (eager, with events between ops).
+std::string breakdown(Engine& engine, const StepBatch& batch) {
+  std::vector<std::pair<std::string, double>> by_kind;
+  double total = 0;
+  for (const OpTime& op : engine.profile_ops(batch)) {
+    auto it = std::find_if(by_kind.begin(), by_kind.end(), [&](const auto& k) { return k.first == op.name; });
+    if (it == by_kind.end()) it = by_kind.insert(by_kind.end(), {op.name, 0.0});
+    it->second += op.ms;
+    total += op.ms;
+  }
+  std::sort(by_kind.begin(), by_kind.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f ms:", total);
+  std::string out = buf;
+  for (const auto& [name, ms] : by_kind) {
+    std::snprintf(buf, sizeof buf, " %s %.3f", name.c_str(), ms);
+    out += buf;
+  }
+  return out;
+}
+
+std::vector<int> parse_list(std::string_view flag, std::string_view text) {
+  std::vector<int> out;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    out.push_back(static_cast<int>(parse_positive(flag, text.substr(at, comma - at))));
+    at = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_bench(Args args) {
+  std::string spec_path, json_path, backend;
+  std::optional<std::int64_t> device_bytes;
+  std::vector<int> batches = {1, 8, 64, 256};
+  int context = 1024, iterations = 50;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::printf("%s", kUsage);
+      return 0;
+    } else if (a == "--batches") {
+      batches = parse_list(a, take_value(args, i));
+    } else if (a == "--context") {
+      context = static_cast<int>(parse_positive(a, take_value(args, i)));
+    } else if (a == "--iterations") {
+      iterations = static_cast<int>(parse_positive(a, take_value(args, i)));
+    } else if (a == "--backend") {
+      backend = std::string(take_value(args, i));
+    } else if (a == "--device-memory") {
+      device_bytes = parse_size_arg(a, take_value(args, i));
+    } else if (a == "--json") {
+      json_path = std::string(take_value(args, i));
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "freezeframe bench: unknown option '%.*s'\n%s", int(a.size()),
+                   a.data(), kUsage);
+      return 2;
+    } else {
+      FF_CHECK(spec_path.empty(), ErrorCode::kInvalidArgument, "one spec at a time");
+      spec_path = std::string(a);
+    }
+  }
+  if (spec_path.empty()) {
+    std::fprintf(stderr, "freezeframe bench: needs a spec\n%s", kUsage);
+    return 2;
+  }
+  EngineSpec spec = load_spec(spec_path);
+  if (!backend.empty()) use_backend(spec, backend);
+  EngineOptions options;
+  options.device_memory = device_memory(device_bytes).bytes;
+  Engine engine(std::move(spec), options);
+  const CaptureReport& report = engine.capture_report();
+  FF_CHECK(report.failure.empty(), ErrorCode::kCudaError, "capture failed: ", report.failure);
+  const MemoryRegion* weights = engine.plan().find("weights");
+  const double weight_bytes = weights != nullptr ? static_cast<double>(weights->bytes) : 0.0;
+
+  std::printf("spec %s (%s), backend %s, context %d, %d iterations; graph mode %.*s\n",
+              engine.spec().source.c_str(), engine.spec().model.name.c_str(),
+              engine.spec().model.layers.front().backend.c_str(), context, iterations,
+              int(to_string(engine.dispatcher().mode()).size()),
+              to_string(engine.dispatcher().mode()).data());
+  std::printf("capture: %zu descriptors, %d graphs in %.1f ms (warm-up %.1f ms of it); graph "
+              "memory %.2f MiB (kernels loaded by the warm-up: %.2f MiB)\n",
+              report.captured.size(), engine.num_graphs(), report.total_ms, report.warmup_ms,
+              report.graph_device_bytes / 1048576.0, report.warmup_device_bytes / 1048576.0);
+  std::printf("%6s %10s %13s %9s %14s %16s\n", "batch", "eager ms", "piecewise ms", "full ms",
+              "host us/step", "weights TB/s");
+  std::mt19937 rng(1);
+  std::vector<Row> rows;
+  for (const int b : batches) {
+    const DecodeBatch decode(b, context, engine.limits(), rng);
+    Row row;
+    row.batch = b;
+    row.ms[int(RuntimeMode::kEager)] =
+        time_steps(engine, decode.batch, {.eager = true}, RuntimeMode::kEager, iterations);
+    row.ms[int(RuntimeMode::kPiecewise)] = time_steps(
+        engine, decode.batch, {.prefer_piecewise = true}, RuntimeMode::kPiecewise, iterations);
+    row.ms[int(RuntimeMode::kFull)] =
+        time_steps(engine, decode.batch, {}, RuntimeMode::kFull, iterations);
+    row.host = host_times(engine, decode.batch, iterations, &row.host_us);
+    row.breakdown = breakdown(engine, decode.batch);
+    auto cell = [](double ms) { return ms > 0 ? std::to_string(ms).substr(0, 6) : std::string("-"); };
+    const double best = row.ms[int(RuntimeMode::kFull)] > 0 ? row.ms[int(RuntimeMode::kFull)]
+                                                            : row.ms[int(RuntimeMode::kPiecewise)];
+    std::printf("%6d %10s %13s %9s %14.1f %16.2f\n", b, cell(row.ms[0]).c_str(),
+                cell(row.ms[1]).c_str(), cell(row.ms[2]).c_str(), row.host_us,
+                best > 0 ? weight_bytes / (best * 1e-3) / 1e12 : 0.0);
+    rows.push_back(row);
+  }
+  std::printf("host time per step (median, us): validate + upload + launch\n");
+  for (const Row& r : rows) {
+    std::printf("%6d %8.1f + %8.1f + %8.1f\n", r.batch, r.host.validate_us, r.host.upload_us,
+                r.host.launch_us);
+  }
+  std::printf("device time by op, eager with events between ops (ms)\n");
+  for (const Row& r : rows) std::printf("%6d %s\n", r.batch, r.breakdown.c_str());
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", json_path, "'");
+    out << "{\n  \"spec\": \"" << json_escape(engine.spec().source) << "\",\n  \"backend\": \""
+        << json_escape(engine.spec().model.layers.front().backend) << "\",\n  \"context\": "
+        << context << ",\n  \"iterations\": " << iterations << ",\n  \"capture_total_ms\": "
+        << report.total_ms << ",\n  \"graphs\": " << engine.num_graphs()
+        << ",\n  \"graph_device_bytes\": " << report.graph_device_bytes
+        << ",\n  \"warmup_device_bytes\": " << report.warmup_device_bytes
+        << ",\n  \"warmup_ms\": " << report.warmup_ms
+        << ",\n  \"weight_bytes\": " << weight_bytes << ",\n  \"results\": [";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      out << (i ? ",\n    " : "\n    ") << "{\"batch\": " << r.batch << ", \"eager_ms\": "
+          << r.ms[0] << ", \"piecewise_ms\": " << r.ms[1] << ", \"full_ms\": " << r.ms[2]
+          << ", \"host_us_per_step\": " << r.host_us << ", \"host_validate_us\": "
+          << r.host.validate_us << ", \"host_upload_us\": " << r.host.upload_us
+          << ", \"host_launch_us\": " << r.host.launch_us << ", \"ops\": \"" << r.breakdown
+          << "\"}";
+    }
+    out << "\n  ]\n}\n";
+  }
+  return 0;
+}
+
+}  // namespace freezeframe::tools
