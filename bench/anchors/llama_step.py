@@ -195,6 +195,7 @@ def main():
     parser.add_argument("--sdpa", choices=["auto", *BACKENDS], default="auto", help="force one SDPA backend")
     parser.add_argument("--gemms-only", action="store_true", help="also time a graph of only the 4 GEMMs per layer")
     parser.add_argument("--json", help="write results as one JSON object to this path")
+    parser.add_argument("--ours", help="JSON of `freezeframe bench` on the same shapes, printed side by side")
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",") if b.strip()]
     c = SimpleNamespace(**{k: getattr(args, k) for k in ("context", "hidden", "layers", "heads", "kv_heads", "head_dim",
@@ -251,7 +252,27 @@ def main():
         with open(args.json, "w") as out:
             json.dump(report, out, indent=2)
             out.write("\n")
+    if args.ours:
+        side_by_side(args.ours, results)
     print("anchor llama_step: done")
+
+
+def side_by_side(path, results):
+    """Freezeframe's full-graph decode step next to PyTorch's CUDA graph, per batch."""
+    with open(path) as f:
+        ours = json.load(f)
+    by_batch = {r["batch"]: r for r in ours["results"]}
+    print(f"\nFreezeframe ({ours['spec']}, {ours['backend']}) vs PyTorch, decode step, context {ours['context']}")
+    print("batch | ours full ms | torch graph ms | ours/torch | ours eager ms | torch eager ms | ours host us")
+    for r in results:
+        o = by_batch.get(r["batch"])
+        if o is None or "error" in r or not o["full_ms"]:
+            continue
+        print(f"{r['batch']:>5} | {o['full_ms']:>12.3f} | {r['graph_ms']:>14.3f} | {o['full_ms'] / r['graph_ms']:>10.3f} | "
+              f"{o['eager_ms']:>13.3f} | {r['eager_ms']:>14.3f} | {o['host_us_per_step']:>12.1f}")
+    torch_capture = sum(r.get("capture_ms", 0.0) for r in results)
+    print(f"capture: ours {ours['graphs']} graphs of every size in {ours['capture_total_ms']:.0f} ms, "
+          f"{ours['graph_device_bytes'] / 2**20:.1f} MiB; torch {len(results)} graphs in {torch_capture:.0f} ms")
 
 
 if __name__ == "__main__":
