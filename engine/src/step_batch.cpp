@@ -11,7 +11,7 @@ namespace {
 
 using E = ErrorCode;
 
-std::int64_t slot_of(const StepRequest& r, std::int64_t pos, int block_size) {
+std::int64_t slot_of(const StepRequest& r, std::int32_t pos, int block_size) {
   return std::int64_t(r.block_ids[pos / block_size]) * block_size + pos % block_size;
 }
 
@@ -49,16 +49,17 @@ StepShape validate_step(const StepBatch& batch, const StepLimits& limits) {
     } else {
       decodes_over = true;
     }
-    const std::int64_t needed = (r.seq_len + limits.block_size - 1) / limits.block_size;
+    const int needed = (r.seq_len + limits.block_size - 1) / limits.block_size;
     FF_CHECK(static_cast<std::int64_t>(r.block_ids.size()) >= needed, E::kInvalidArgument,
              "request ", i, ": seq_len ", r.seq_len, " needs ", needed, " blocks of ",
              limits.block_size, ", its block table has ", r.block_ids.size());
-    // One branch-free pass over the ids (this runs every step); the message needs a second.
-    bool inside = true;
-    for (std::int64_t b = 0; b < needed; ++b) {
-      inside &= static_cast<std::uint32_t>(r.block_ids[b]) < static_cast<std::uint32_t>(limits.num_blocks);
-    }
-    for (std::int64_t b = 0; !inside && b < needed; ++b) {
+    // One branch-free (vectorisable) pass over the ids, as this runs every step; the message
+    // needs a second.
+    int outside = 0;
+    const std::int32_t* ids = r.block_ids.data();
+    for (int b = 0; b < needed; ++b) outside |= (ids[b] < 0) | (ids[b] >= limits.num_blocks);
+    const bool inside = outside == 0;
+    for (int b = 0; !inside && b < needed; ++b) {
       FF_CHECK(r.block_ids[b] >= 0 && r.block_ids[b] < limits.num_blocks, E::kInvalidArgument,
                "request ", i, ": block_ids[", b, "] = ", r.block_ids[b],
                " is outside the KV cache's ", limits.num_blocks, " blocks");
@@ -87,11 +88,12 @@ StepShape validate_step(const StepBatch& batch, const StepLimits& limits) {
     FF_CHECK(static_cast<int>(batch.token_ids.size()) == shape.num_tokens, E::kInvalidArgument,
              "token_ids has ", batch.token_ids.size(), " entries for ", shape.num_tokens,
              " new tokens");
-    const auto vocab = static_cast<std::uint32_t>(limits.vocab_size > 0 ? limits.vocab_size : INT32_MAX);
-    bool inside = true;
-    for (const std::int32_t id : batch.token_ids) inside &= static_cast<std::uint32_t>(id) < vocab;
+    const std::int32_t vocab = limits.vocab_size > 0 ? limits.vocab_size : INT32_MAX;
+    int outside = 0;
+    for (const std::int32_t id : batch.token_ids) outside |= (id < 0) | (id >= vocab);
+    const bool inside = outside == 0;
     for (int t = 0; !inside && t < shape.num_tokens; ++t) {
-      FF_CHECK(static_cast<std::uint32_t>(batch.token_ids[t]) < vocab, E::kInvalidArgument,
+      FF_CHECK(batch.token_ids[t] >= 0 && batch.token_ids[t] < vocab, E::kInvalidArgument,
                "token_ids[", t, "] = ", batch.token_ids[t], " is outside the vocabulary of ",
                limits.vocab_size, " tokens");
     }
@@ -118,20 +120,23 @@ void StepMetadata::assign(const StepBatch& batch, const StepLimits& limits, int 
   num_decodes_ = decodes;
   query_start_loc_.assign(padded_reqs + 1, 0);
   seq_lens_.assign(padded_reqs, 0);
-  block_table_.assign(static_cast<std::size_t>(padded_reqs) * stride, 0);
+  block_table_.resize(static_cast<std::size_t>(padded_reqs) * stride);  // every entry written below
   slot_mapping_.assign(padded_tokens, -1);
   int row = 0;
   for (int i = 0; i < num_reqs; ++i) {
     const StepRequest& r = batch.requests[i];
     seq_lens_[i] = r.seq_len;
     query_start_loc_[i + 1] = query_start_loc_[i] + r.query_len;
-    const int blocks = static_cast<int>((r.seq_len + limits.block_size - 1) / limits.block_size);
-    std::copy_n(r.block_ids.begin(), blocks, block_table_.begin() + std::int64_t(i) * stride);
-    for (std::int64_t pos = r.seq_len - r.query_len; pos < r.seq_len; ++pos, ++row) {
+    const int blocks = (r.seq_len + limits.block_size - 1) / limits.block_size;
+    const auto table_row = block_table_.begin() + std::int64_t(i) * stride;
+    std::copy_n(r.block_ids.begin(), blocks, table_row);
+    std::fill(table_row + blocks, table_row + stride, 0);
+    for (std::int32_t pos = r.seq_len - r.query_len; pos < r.seq_len; ++pos, ++row) {
       slot_mapping_[row] = batch.slot_mapping.empty() ? slot_of(r, pos, limits.block_size)
                                                       : batch.slot_mapping[row];
     }
   }
+  std::fill(block_table_.begin() + std::int64_t(num_reqs) * stride, block_table_.end(), 0);
   for (int i = num_reqs; i < padded_reqs; ++i) query_start_loc_[i + 1] = query_start_loc_[i];
 }
 

@@ -73,6 +73,7 @@ double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
 struct ModeCase {
   std::string backend;
   std::string mode;
+  int max_len = 1024;  ///< 32768: block-table rows of 2,048 blocks, uploaded compact
 };
 
 class EngineReplay : public ::testing::TestWithParam<ModeCase> {};
@@ -87,7 +88,8 @@ TEST_P(EngineReplay, ReplayEqualsEagerForEverySize) {
   Engine engine(parse_spec(tiny_spec(c.backend,
                                      "  mode: " + c.mode + "\n  max_capture_size: 64\n",
                                      "  layers:\n    - layers: \"0\"\n      logits_soft_cap: 30.0\n"
-                                     "    - layers: \"1\"\n      sliding_window: 48\n")));
+                                     "    - layers: \"1\"\n      sliding_window: 48\n",
+                                     c.max_len)));
   ASSERT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
   std::mt19937 rng(7);
   std::vector<int> sizes(engine.dispatcher().capture_sizes().begin(),
@@ -133,9 +135,11 @@ INSTANTIATE_TEST_SUITE_P(Modes, EngineReplay,
                                            ModeCase{"paged_decode", "full"},
                                            ModeCase{"paged_decode", "piecewise"},
                                            ModeCase{"reference", "full_and_piecewise"},
-                                           ModeCase{"reference", "full"}),
+                                           ModeCase{"reference", "full"},
+                                           ModeCase{"paged_decode", "full_and_piecewise", 32768}),
                          [](const auto& info) {
-                           return info.param.backend + "_" + info.param.mode;
+                           return info.param.backend + "_" + info.param.mode +
+                                  (info.param.max_len > 1024 ? "_long_rows" : "");
                          });
 
 TEST(Engine, GraphCountMatchesTheSpec) {

@@ -14,8 +14,9 @@ namespace freezeframe::testing {
 
 /// A tiny Llama-style model (2 layers, GQA 4/2, head 64) on `backend`, with a 256 MiB budget;
 /// `extra` is appended to the model section, `graphs` replaces the cuda_graphs section.
+/// A long `max_len` makes block-table rows long enough for the compact upload.
 inline std::string tiny_spec(const std::string& backend, const std::string& graphs,
-                             const std::string& extra = "") {
+                             const std::string& extra = "", int max_len = 1024) {
   return "model:\n"
          "  name: tiny\n"
          "  num_layers: 2\n"
@@ -26,7 +27,7 @@ inline std::string tiny_spec(const std::string& backend, const std::string& grap
          "  intermediate_size: 512\n"
          "  vocab_size: 1000\n"
          "  dtype: bf16\n"
-         "  max_position_embeddings: 1024\n"
+         "  max_position_embeddings: " + std::to_string(max_len) + "\n"
          "  attention:\n"
          "    backend: " + backend + "\n" + extra +
          "cache:\n"
