@@ -300,41 +300,6 @@ TEST(Engine, MlaModelReplaysUniformDecodesInFullGraphs) {
   }
 }
 
-// After construction nothing allocates: thousands of steps of random shapes (graphs of both
-// kinds and eager steps above the largest size) leave the allocation counters and the
-// device's free memory where they were.
-TEST(Engine, SteadyStateAllocatesNothing) {
-  FF_REQUIRE_GPU();
-  Engine engine(parse_spec(tiny_spec("paged_decode", "  max_capture_size: 64\n")));
-  std::mt19937 rng(21);
-  // One step of each kind first, so lazily loaded kernels are resident before measuring.
-  for (const int prefills : {0, 1}) {
-    const TestBatch warm(random_shape(60, prefills, 90, 300, rng), 16, engine.limits().num_blocks, rng);
-    (void)engine.step(warm.batch());
-  }
-  engine.synchronize();
-  std::size_t free_before = 0, free_after = 0, total = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
-  const AllocationCounters before = allocation_counters();
-  int modes[3] = {0, 0, 0};
-  for (int i = 0; i < 3000; ++i) {
-    const int decodes = std::uniform_int_distribution<int>(0, 31)(rng);
-    const int prefills = decodes == 0 ? 1 : std::uniform_int_distribution<int>(0, 1)(rng);
-    const TestBatch batch(random_shape(decodes, prefills, 120, 300, rng), 16,
-                          engine.limits().num_blocks, rng);
-    ++modes[static_cast<int>(engine.step(batch.batch()).mode)];
-  }
-  engine.synchronize();
-  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
-  const AllocationCounters after = allocation_counters();
-  EXPECT_EQ(after.device_allocations, before.device_allocations);
-  EXPECT_EQ(after.pinned_allocations, before.pinned_allocations);
-  EXPECT_EQ(free_after, free_before);
-  EXPECT_GT(modes[static_cast<int>(RuntimeMode::kEager)], 0);
-  EXPECT_GT(modes[static_cast<int>(RuntimeMode::kPiecewise)], 0);
-  EXPECT_GT(modes[static_cast<int>(RuntimeMode::kFull)], 0);
-}
-
 TEST(Engine, UnsupportedSpecsAreRefusedWithTheField) {
   FF_REQUIRE_GPU();
   try {
