@@ -63,6 +63,29 @@ void use_backend(EngineSpec& spec, std::string_view backend) {
   for (LayerSpec& layer : spec.model.layers) layer.backend = std::string(backend);
 }
 
+bool EngineArgs::take(std::span<const std::string_view> args, std::size_t& i) {
+  const std::string_view a = args[i];
+  if (a == "--device-memory") {
+    device_bytes = parse_size_arg(a, take_value(args, i));
+  } else if (a == "--backend") {
+    backend = std::string(take_value(args, i));
+  } else if (a == "--json") {
+    json_path = std::string(take_value(args, i));
+  } else if (!a.empty() && a[0] != '-') {
+    FF_CHECK(spec_path.empty(), ErrorCode::kInvalidArgument, "one spec at a time");
+    spec_path = std::string(a);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+EngineSpec EngineArgs::load() const {
+  EngineSpec spec = load_spec(spec_path);
+  if (!backend.empty()) use_backend(spec, backend);
+  return spec;
+}
+
 DeviceMemory device_memory(std::optional<std::int64_t> given) {
   if (given) return {*given, "given"};
   std::size_t free = 0, total = 0;

@@ -26,6 +26,18 @@ namespace freezeframe::tools {
 /// model's kind of attention (an MLA model needs an MLA backend). The engine checks the rest.
 void use_backend(EngineSpec& spec, std::string_view backend);
 
+/// What the engine commands share: the spec (the positional argument), --device-memory,
+/// --backend and --json.
+struct EngineArgs {
+  std::string spec_path, json_path, backend;
+  std::optional<std::int64_t> device_bytes;
+
+  /// Consumes args[i] (and its value) when it is one of these; false otherwise.
+  bool take(std::span<const std::string_view> args, std::size_t& i);
+  /// The spec with --backend applied.
+  [[nodiscard]] EngineSpec load() const;
+};
+
 struct DeviceMemory {
   std::int64_t bytes = 0;
   std::string note;  ///< where the figure comes from

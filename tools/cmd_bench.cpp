@@ -148,8 +148,7 @@ std::vector<int> parse_list(std::string_view flag, std::string_view text) {
 }  // namespace
 
 int run_bench(Args args) {
-  std::string spec_path, json_path, backend;
-  std::optional<std::int64_t> device_bytes;
+  EngineArgs common;
   std::vector<int> batches = {1, 8, 64, 256};
   int context = 1024, iterations = 50;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -163,30 +162,19 @@ int run_bench(Args args) {
       context = static_cast<int>(parse_positive(a, take_value(args, i)));
     } else if (a == "--iterations") {
       iterations = static_cast<int>(parse_positive(a, take_value(args, i)));
-    } else if (a == "--backend") {
-      backend = std::string(take_value(args, i));
-    } else if (a == "--device-memory") {
-      device_bytes = parse_size_arg(a, take_value(args, i));
-    } else if (a == "--json") {
-      json_path = std::string(take_value(args, i));
-    } else if (!a.empty() && a[0] == '-') {
+    } else if (!common.take(args, i)) {
       std::fprintf(stderr, "freezeframe bench: unknown option '%.*s'\n%s", int(a.size()),
                    a.data(), kUsage);
       return 2;
-    } else {
-      FF_CHECK(spec_path.empty(), ErrorCode::kInvalidArgument, "one spec at a time");
-      spec_path = std::string(a);
     }
   }
-  if (spec_path.empty()) {
+  if (common.spec_path.empty()) {
     std::fprintf(stderr, "freezeframe bench: needs a spec\n%s", kUsage);
     return 2;
   }
-  EngineSpec spec = load_spec(spec_path);
-  if (!backend.empty()) use_backend(spec, backend);
   EngineOptions options;
-  options.device_memory = device_memory(device_bytes).bytes;
-  Engine engine(std::move(spec), options);
+  options.device_memory = device_memory(common.device_bytes).bytes;
+  Engine engine(common.load(), options);
   const CaptureReport& report = engine.capture_report();
   FF_CHECK(report.failure.empty(), ErrorCode::kCudaError, "capture failed: ", report.failure);
   const MemoryRegion* weights = engine.plan().find("weights");
@@ -232,9 +220,9 @@ int run_bench(Args args) {
   }
   std::printf("device time by op, eager with events between ops (ms)\n");
   for (const Row& r : rows) std::printf("%6d %s\n", r.batch, r.breakdown.c_str());
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", json_path, "'");
+  if (!common.json_path.empty()) {
+    std::ofstream out(common.json_path);
+    FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", common.json_path, "'");
     out << "{\n  \"spec\": \"" << json_escape(engine.spec().source) << "\",\n  \"backend\": \""
         << json_escape(engine.spec().model.layers.front().backend) << "\",\n  \"context\": "
         << context << ",\n  \"iterations\": " << iterations << ",\n  \"capture_total_ms\": "

@@ -34,38 +34,26 @@ void progress_bar(int done, int total) {
 }  // namespace
 
 int run_capture(Args args) {
-  std::string spec_path, json_path, backend;
-  std::optional<std::int64_t> device_bytes;
+  EngineArgs common;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     if (a == "-h" || a == "--help") {
       std::printf("%s", kUsage);
       return 0;
-    } else if (a == "--device-memory") {
-      device_bytes = parse_size_arg(a, take_value(args, i));
-    } else if (a == "--backend") {
-      backend = std::string(take_value(args, i));
-    } else if (a == "--json") {
-      json_path = std::string(take_value(args, i));
-    } else if (!a.empty() && a[0] == '-') {
+    } else if (!common.take(args, i)) {
       std::fprintf(stderr, "freezeframe capture: unknown option '%.*s'\n%s", int(a.size()),
                    a.data(), kUsage);
       return 2;
-    } else {
-      FF_CHECK(spec_path.empty(), ErrorCode::kInvalidArgument, "one spec at a time");
-      spec_path = std::string(a);
     }
   }
-  if (spec_path.empty()) {
+  if (common.spec_path.empty()) {
     std::fprintf(stderr, "freezeframe capture: needs a spec\n%s", kUsage);
     return 2;
   }
-  EngineSpec spec = load_spec(spec_path);
-  if (!backend.empty()) use_backend(spec, backend);
   EngineOptions options;
-  options.device_memory = device_memory(device_bytes).bytes;
+  options.device_memory = device_memory(common.device_bytes).bytes;
   options.capture_progress = progress_bar;
-  const Engine engine(std::move(spec), options);
+  const Engine engine(common.load(), options);
   const CaptureReport& report = engine.capture_report();
 
   std::printf("spec %s (%s): graph mode %.*s, %zu capture sizes, %d layers\n",
@@ -97,9 +85,9 @@ int run_capture(Args args) {
               "the warm-up loaded %.2f MiB of kernels\n",
               report.graph_device_bytes / 1048576.0, report.warmup_device_bytes / 1048576.0);
 
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", json_path, "'");
+  if (!common.json_path.empty()) {
+    std::ofstream out(common.json_path);
+    FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", common.json_path, "'");
     out << "{\n  \"spec\": \"" << json_escape(engine.spec().source) << "\",\n  \"mode\": \""
         << to_string(engine.dispatcher().mode()) << "\",\n  \"graphs\": " << engine.num_graphs()
         << ",\n  \"nodes\": " << nodes << ",\n  \"capture_ms\": " << capture_ms

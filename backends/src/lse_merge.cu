@@ -1,7 +1,7 @@
 #include "freezeframe/backends/lse_merge.h"
 
 #include "freezeframe/core/error.h"
-#include "kernels/convert.cuh"
+#include "freezeframe/core/convert.cuh"
 #include "kernels/merge_state.cuh"
 
 namespace freezeframe {

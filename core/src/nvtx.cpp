@@ -7,12 +7,12 @@ nvtxDomainHandle_t nvtx_domain() {
   return domain;
 }
 
-NvtxRange::NvtxRange(const std::string& name) {
+NvtxRange::NvtxRange(const char* name) {
   nvtxEventAttributes_t attributes{};
   attributes.version = NVTX_VERSION;
   attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
   attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
-  attributes.message.ascii = name.c_str();
+  attributes.message.ascii = name;
   nvtxDomainRangePushEx(nvtx_domain(), &attributes);
 }
 

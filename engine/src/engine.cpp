@@ -352,15 +352,17 @@ void Engine::State::replay(const std::vector<Segment>& segments,
                            const std::vector<GraphExec>& graphs, const RunShape& run,
                            RuntimeMode mode) {
   const cudaStream_t s = stream.get();
-  const std::string prefix = "replay[size=" + std::to_string(run.rows) + ",mode=" +
-                             std::string(to_string(mode));
+  const char* mode_name = mode == RuntimeMode::kFull ? "full" : "piecewise";
   std::size_t g = 0;
+  char name[96];  // the range names, without allocating on the step path
   for (const Segment& segment : segments) {
     if (!segment.graph) {
       runner->run(segment.begin, segment.end, run, metadata, s, true);
       continue;
     }
-    const NvtxRange range(segment.label.empty() ? prefix + "]" : prefix + "," + segment.label + "]");
+    std::snprintf(name, sizeof name, "replay[size=%d,mode=%s%s%s]", run.rows, mode_name,
+                  segment.label.empty() ? "" : ",", segment.label.c_str());
+    const NvtxRange range(name);
     graphs[g++].launch(s);
   }
 }
@@ -369,8 +371,9 @@ StepResult Engine::step(const StepBatch& batch, const StepOptions& options) {
   State& s = *state_;
   const auto t0 = Clock::now();
   const StepShape shape = validate_step(batch, s.limits);
-  const NvtxRange range("step[tokens=" + std::to_string(shape.num_tokens) +
-                        ",reqs=" + std::to_string(shape.num_reqs) + "]");
+  char name[64];
+  std::snprintf(name, sizeof name, "step[tokens=%d,reqs=%d]", shape.num_tokens, shape.num_reqs);
+  const NvtxRange range(name);
   Dispatch dispatch{RuntimeMode::kEager, {shape.num_tokens, shape.num_reqs, shape.uniform_decode}};
   if (!options.eager) {
     dispatch = s.dispatcher.dispatch(shape.num_tokens, shape.num_reqs,

@@ -16,6 +16,7 @@
 #include <cub/block/block_reduce.cuh>
 #include <string>
 
+#include "freezeframe/core/convert.cuh"
 #include "freezeframe/core/error.h"
 #include "model_kernels.h"
 
@@ -25,19 +26,8 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Device helpers
 
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <typename T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
+using kernels::from_float;
+using kernels::to_float;
 
 // kN consecutive elements moved as one access: 16 bytes when kN · sizeof(T) == 16.
 template <typename T, int kN>

@@ -42,6 +42,7 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int32_t num_blocks,
   report.requests = trace.size();
   std::vector<double> step_ms;
   std::vector<std::int32_t> token_ids;
+  StepBatch batch;  // the scheduled step with its token ids; reused
   std::size_t next = 0;
   double now = 0.0;
   while (report.finished < trace.size()) {
@@ -72,7 +73,8 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int32_t num_blocks,
           token_ids.push_back(static_cast<std::int32_t>((i * 7919 + pos) % vocab));
         }
       }
-      StepBatch batch = *step;
+      batch.requests.assign(step->requests.begin(), step->requests.end());
+      batch.slot_mapping = step->slot_mapping;
       batch.token_ids = token_ids;
       const auto start = std::chrono::steady_clock::now();
       const StepResult result = engine->step(batch);

@@ -2,7 +2,6 @@
 // tests/support/nvtx_recorder.cpp: plan, capture, step, metadata upload, replay, and the
 // attention forwards that run eagerly; with layer_by_layer, one replay range per layer.
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,23 +13,13 @@
 #include "engine/engine_test_util.h"
 #include "freezeframe/engine/engine.h"
 #include "support/gpu.h"
+#include "support/nvtx_events.h"
 
 namespace freezeframe {
 namespace {
 
 std::vector<std::string> recorded_events() {
-  void* library = dlopen(FREEZEFRAME_NVTX_RECORDER, RTLD_NOW | RTLD_NOLOAD);
-  if (library == nullptr) return {};
-  using Count = std::size_t (*)();
-  using Event = const char* (*)(std::size_t);
-  auto count = reinterpret_cast<Count>(dlsym(library, "freezeframe_nvtx_event_count"));
-  auto event = reinterpret_cast<Event>(dlsym(library, "freezeframe_nvtx_event"));
-  std::vector<std::string> events;
-  for (std::size_t i = 0; count != nullptr && event != nullptr && i < count(); ++i) {
-    events.emplace_back(event(i));
-  }
-  dlclose(library);
-  return events;
+  return testing::recorded_nvtx_events(FREEZEFRAME_NVTX_RECORDER);
 }
 
 /// The pushes in the `freezeframe` domain from index `from` on, without the prefix.

@@ -1,7 +1,6 @@
 // NVTX ranges, checked through the recording injection library (tests/support/nvtx_recorder)
 // that the NVTX runtime loads on the process's first NVTX call.
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -11,21 +10,13 @@
 
 #include "freezeframe/engine/memory_planner.h"
 #include "freezeframe/engine/spec.h"
+#include "support/nvtx_events.h"
 
 namespace freezeframe {
 namespace {
 
 std::vector<std::string> recorded_events() {
-  void* library = dlopen(FREEZEFRAME_NVTX_RECORDER, RTLD_NOW | RTLD_NOLOAD);
-  if (library == nullptr) return {};
-  using Count = std::size_t (*)();
-  using Event = const char* (*)(std::size_t);
-  auto count = reinterpret_cast<Count>(dlsym(library, "freezeframe_nvtx_event_count"));
-  auto event = reinterpret_cast<Event>(dlsym(library, "freezeframe_nvtx_event"));
-  std::vector<std::string> events;
-  for (std::size_t i = 0; count != nullptr && event != nullptr && i < count(); ++i) events.emplace_back(event(i));
-  dlclose(library);
-  return events;
+  return testing::recorded_nvtx_events(FREEZEFRAME_NVTX_RECORDER);
 }
 
 TEST(NvtxRanges, PlanningEmitsThePlanRange) {

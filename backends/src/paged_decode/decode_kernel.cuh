@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/convert.cuh"
+#include "freezeframe/core/convert.cuh"
 #include "paged_decode/decode_params.h"
 
 namespace freezeframe::paged_decode {

@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "kernels/block_reduce.cuh"
-#include "kernels/convert.cuh"
+#include "freezeframe/core/convert.cuh"
 
 namespace freezeframe::kernels {
 

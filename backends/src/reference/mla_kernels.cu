@@ -5,7 +5,7 @@
 #include <cuda_fp16.h>
 
 #include "freezeframe/core/error.h"
-#include "kernels/convert.cuh"
+#include "freezeframe/core/convert.cuh"
 #include "reference/mla_launch.h"
 
 namespace freezeframe::reference {

@@ -14,7 +14,8 @@ nvtxDomainHandle_t nvtx_domain();
 /// Pushes a named range on construction and pops it on destruction.
 class NvtxRange {
  public:
-  explicit NvtxRange(const std::string& name);
+  explicit NvtxRange(const char* name);
+  explicit NvtxRange(const std::string& name) : NvtxRange(name.c_str()) {}
   NvtxRange(const NvtxRange&) = delete;
   NvtxRange& operator=(const NvtxRange&) = delete;
   ~NvtxRange();

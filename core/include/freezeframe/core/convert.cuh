@@ -1,5 +1,6 @@
 #pragma once
-// Element conversions for kernels: every storage type to and from float.
+// Element conversions for device code: every storage type to and from float (the backends'
+// kernels and the model's element-wise kernels share them).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
