@@ -96,16 +96,6 @@ BatchLimits batch_limits(const EngineSpec& spec) {
   return limits;
 }
 
-std::int64_t split_kv_workspace_bytes(const EngineSpec& spec) {
-  const ModelSpec& model = spec.model;
-  const std::int64_t tokens =
-      spec.cuda_graphs.max_capture_size > 0
-          ? spec.cuda_graphs.max_capture_size
-          : std::min(spec.scheduler.max_num_seqs, spec.scheduler.max_num_batched_tokens);
-  const std::int64_t v = model.is_mla() ? model.mla->kv_lora_rank : model.head_size;
-  return tokens * spec.cuda_graphs.max_splits * model.num_heads * (v + 1) * 4;
-}
-
 std::int64_t attention_workspace_bytes(const EngineSpec& spec, int layer,
                                        const BatchLimits& limits) {
   const ModelSpec& model = spec.model;
@@ -192,7 +182,6 @@ MemoryPlan plan_memory(const EngineSpec& spec, std::int64_t device_bytes) {
     attention_ws = std::max(attention_ws, attention_workspace_bytes(spec, l, limits));
   }
   if (attention_ws > 0) plan.add_region("attention_workspace", RegionKind::kWorkspace, attention_ws);
-  plan.add_region("split_kv_workspace", RegionKind::kWorkspace, split_kv_workspace_bytes(spec));
   plan.add_region("cublas_workspace", RegionKind::kWorkspace, kCublasWorkspaceBytes);
 
   // DCP: per-layer LSE of this rank, and the gathered LSE and partial outputs of all ranks.

@@ -80,12 +80,11 @@ TEST(ModelProgram, MlaLayersUseTheirOwnProjections) {
 //                                         + seq_start_loc 1,280 + slot_mapping 65,536
 //                                         + block table 256·8192·4 = 8,388,608, and as
 //                                         much again for its compact upload)
-//   split_kv_workspace      135,266,304  (512 tokens · 16 splits · 32 heads · 129 · 4)
 //   cublas_workspace         33,554,432
-//   fixed total          19,296,857,600
-// KV: 77,309,411,328 − 19,296,857,600 = 58,012,553,728 bytes; one block over 32 layers is
-// 32 · 2 (K, V) · 16 tokens · 8 heads · 128 · 2 bytes = 2,097,152; 58,012,553,728 / 2,097,152
-// = 27,662.4 → 27,662 blocks = 442,592 tokens; a 131,072-token sequence needs 8,192 blocks,
+//   fixed total          19,161,591,296
+// KV: 77,309,411,328 − 19,161,591,296 = 58,147,820,032 bytes; one block over 32 layers is
+// 32 · 2 (K, V) · 16 tokens · 8 heads · 128 · 2 bytes = 2,097,152; 58,147,820,032 / 2,097,152
+// = 27,727.04 → 27,727 blocks = 443,632 tokens; a 131,072-token sequence needs 8,192 blocks,
 // so 3 fit at once.
 TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
   const EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
@@ -98,15 +97,15 @@ TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
   EXPECT_EQ(plan.region("outputs").bytes, 131'334'144);
   EXPECT_EQ(plan.region("attention_outputs").bytes, 2'147'483'648);
   EXPECT_EQ(plan.region("metadata.reference").bytes, 16'846'336);
-  EXPECT_EQ(plan.region("split_kv_workspace").bytes, 135'266'304);
+  EXPECT_EQ(plan.find("split_kv_workspace"), nullptr) << "split-KV decode uses attention_workspace";
   EXPECT_EQ(plan.region("cublas_workspace").bytes, 33'554'432);
   EXPECT_EQ(plan.find("attention_workspace"), nullptr) << "the reference impl needs none";
-  EXPECT_EQ(plan.region("kv_cache").offset, 19'296'857'600);
+  EXPECT_EQ(plan.region("kv_cache").offset, 19'161'591'296);
   EXPECT_EQ(plan.kv_cache.bytes_per_block, 2'097'152);
-  EXPECT_EQ(plan.kv_cache.num_blocks, 27'662);
-  EXPECT_EQ(plan.kv_cache.tokens_per_rank, 442'592);
+  EXPECT_EQ(plan.kv_cache.num_blocks, 27'727);
+  EXPECT_EQ(plan.kv_cache.tokens_per_rank, 443'632);
   EXPECT_EQ(plan.kv_cache.max_concurrent_sequences, 3);
-  EXPECT_EQ(plan.region("kv_cache").bytes, 27'662 * std::int64_t(2'097'152));
+  EXPECT_EQ(plan.region("kv_cache").bytes, 27'727 * std::int64_t(2'097'152));
   EXPECT_EQ(plan.region("kv_cache").placements.size(), 32u);
   EXPECT_LE(plan.used_bytes(), plan.capacity_bytes());
   EXPECT_GT(plan.used_bytes() + plan.kv_cache.bytes_per_block, plan.capacity_bytes())
@@ -198,18 +197,10 @@ TEST(MemoryPlanner, ABudgetWithoutRoomForOneSequenceSaysWhatIsMissing) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("llama-3.1-8b.yaml:21:18: cache.memory_budget"), std::string::npos) << msg;
     EXPECT_NE(msg.find("131072 tokens = 8192 blocks"), std::string::npos) << msg;
-    // needed: 19,296,857,600 + 8192 · 2 MiB = 36,476,726,784; budget 0.9 · 24 GiB
-    // = 23,192,823,398 → 13,283,903,386 missing.
-    EXPECT_NE(msg.find("13283903386 bytes"), std::string::npos) << msg;
+    // needed: 19,161,591,296 + 8192 · 2 MiB = 36,341,460,480; budget 0.9 · 24 GiB
+    // = 23,192,823,398 → 13,148,637,082 missing.
+    EXPECT_NE(msg.find("13148637082 bytes"), std::string::npos) << msg;
   }
-}
-
-TEST(MemoryPlanner, SplitKvWorkspaceFollowsItsFormula) {
-  const EngineSpec spec = parse_spec(std::string(kTiny) + "cuda_graphs:\n  max_splits: 8\n");
-  // Largest capture size min(2·16, 512) = 32 tokens · 8 splits · 8 heads · (128 + 1) · 4.
-  EXPECT_EQ(split_kv_workspace_bytes(spec), 32 * 8 * 8 * 129 * 4);
-  const EngineSpec eager = parse_spec(std::string(kTiny) + "cuda_graphs:\n  mode: none\n");
-  EXPECT_EQ(split_kv_workspace_bytes(eager), 16 * 16 * 8 * 129 * 4) << "max_num_seqs tokens";
 }
 
 TEST(MemoryPlanner, OffGridCaptureSizesWarn) {

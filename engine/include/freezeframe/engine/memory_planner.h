@@ -6,8 +6,8 @@
 //   inputs, outputs      per-step token ids / positions and logits at fixed addresses
 //   attention_outputs    one buffer per layer whose backend accepts an output buffer
 //   metadata.<backend>   persistent metadata of each backend's builder (MetadataBuilder)
-//   attention_workspace  the largest per-layer impl workspace (layers run one at a time)
-//   split_kv_workspace   partial outputs + LSE of split-KV decode (formula below)
+//   attention_workspace  the largest per-layer impl workspace (layers run one at a time;
+//                        split-KV decode keeps its partial outputs there)
 //   cublas_workspace     for the GEMMs (cuBLAS recommends 32 MiB on Hopper)
 //   dcp_lse, dcp_gather  DCP only: per-layer LSE, and the gathered LSE + partial outputs
 //   kv_cache             what is left, in whole blocks; one placement per layer
@@ -36,12 +36,6 @@ inline constexpr std::int64_t kCublasWorkspaceBytes = std::int64_t(32) << 20;
 /// max_num_batched_tokens tokens (eager steps can be that large; captured ones are smaller),
 /// block-table rows of ceil(tokens per rank of max_model_len / block_size).
 [[nodiscard]] BatchLimits batch_limits(const EngineSpec& spec);
-
-/// Split-KV decode workspace: tokens × max_splits × max over layers of heads · (v + 1) × 4
-/// bytes, where tokens is the largest capture size (or min(max_num_seqs,
-/// max_num_batched_tokens) without graphs), v the width of one head's output (head_size; MLA:
-/// kv_lora_rank, the latent it attends in) and the +1 the partial LSE, all f32.
-[[nodiscard]] std::int64_t split_kv_workspace_bytes(const EngineSpec& spec);
 
 /// Workspace one layer's impl needs for `limits` (AttentionImpl::workspace_bytes; for the
 /// reference MLA backend, whose impl needs weights to exist, the same layout computed here).

@@ -102,7 +102,6 @@ struct CudaGraphSpec {
   std::vector<int> capture_sizes;   ///< resolved: explicit, or the default ladder (ascending)
   bool capture_sizes_explicit = false;
   int max_capture_size = 0;         ///< resolved largest size (0 when mode is none)
-  int max_splits = 16;              ///< split-KV partitions a decode kernel may use
   /// Profiling: full graphs as one graph per layer, each replayed inside its own NVTX range
   /// (ranges inside one captured graph are not replayed).
   bool layer_by_layer = false;
