@@ -6,14 +6,11 @@
 // (inputs and metadata upload included) after warm-up; the host time is the median wall time
 // of one step() call with the GPU idle. Also the capture time and the graphs' device memory.
 
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>

@@ -5,7 +5,6 @@
 
 #include <cstdio>
 #include <fstream>
-#include <optional>
 #include <string>
 
 #include "arguments.h"

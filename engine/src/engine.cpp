@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <optional>
 #include <unordered_map>
 
 #include "freezeframe/backends/metadata_builder.h"
@@ -352,7 +351,7 @@ void Engine::State::replay(const std::vector<Segment>& segments,
                            const std::vector<GraphExec>& graphs, const RunShape& run,
                            RuntimeMode mode) {
   const cudaStream_t s = stream.get();
-  const char* mode_name = mode == RuntimeMode::kFull ? "full" : "piecewise";
+  const std::string_view mode_name = to_string(mode);
   std::size_t g = 0;
   char name[96];  // the range names, without allocating on the step path
   for (const Segment& segment : segments) {
@@ -360,7 +359,8 @@ void Engine::State::replay(const std::vector<Segment>& segments,
       runner->run(segment.begin, segment.end, run, metadata, s, true);
       continue;
     }
-    std::snprintf(name, sizeof name, "replay[size=%d,mode=%s%s%s]", run.rows, mode_name,
+    std::snprintf(name, sizeof name, "replay[size=%d,mode=%.*s%s%s]", run.rows,
+                  static_cast<int>(mode_name.size()), mode_name.data(),
                   segment.label.empty() ? "" : ",", segment.label.c_str());
     const NvtxRange range(name);
     graphs[g++].launch(s);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/core/error.h"
@@ -281,14 +282,10 @@ void ModelRunner::attention(const ProgramOp& op, const RunShape& shape,
   const TensorView out = views_.tensors[op.writes[0]];
   const std::int64_t out_shape[] = {rows, out.size(1)};
   const TensorView output(out.data(), out.dtype(), out_shape, out.device());
-  if (ranges) {
-    const NvtxRange range(layer.range);
-    layer.impl->forward(layer.state, heads(0, h), heads(h, kv), heads(h + kv, kv), layer.kv_cache,
-                        md, output, stream);
-  } else {
-    layer.impl->forward(layer.state, heads(0, h), heads(h, kv), heads(h + kv, kv), layer.kv_cache,
-                        md, output, stream);
-  }
+  std::optional<NvtxRange> range;  // pointless inside a capture
+  if (ranges) range.emplace(layer.range);
+  layer.impl->forward(layer.state, heads(0, h), heads(h, kv), heads(h + kv, kv), layer.kv_cache,
+                      md, output, stream);
 }
 
 void ModelRunner::mla_attention(const ProgramOp& op, const RunShape& shape,
@@ -309,12 +306,9 @@ void ModelRunner::mla_attention(const ProgramOp& op, const RunShape& shape,
   const TensorView out = views_.tensors[op.writes[0]];
   const std::int64_t out_shape[] = {rows, out.size(1)};
   const TensorView output(out.data(), out.dtype(), out_shape, out.device());
-  if (ranges) {
-    const NvtxRange range(layer.range);
-    layer.mla->forward(layer.state, query_in, kv_c, k_pe, layer.kv_cache, md, output, stream);
-  } else {
-    layer.mla->forward(layer.state, query_in, kv_c, k_pe, layer.kv_cache, md, output, stream);
-  }
+  std::optional<NvtxRange> range;
+  if (ranges) range.emplace(layer.range);
+  layer.mla->forward(layer.state, query_in, kv_c, k_pe, layer.kv_cache, md, output, stream);
 }
 
 }  // namespace freezeframe

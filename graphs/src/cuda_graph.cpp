@@ -1,6 +1,5 @@
 #include "freezeframe/graphs/cuda_graph.h"
 
-#include <exception>
 #include <string>
 
 #include "freezeframe/core/error.h"
