@@ -6,7 +6,8 @@
 // per run exceed the L2 cache. Bandwidth = bytes of K and V read ÷ time. A device-to-device
 // copy (bytes read + written ÷ time) is measured in the same run as the ceiling.
 //
-// usage: decode_bench [--json FILE] [--quick]
+// usage: decode_bench [--json FILE] [--quick] [--only BATCH:CONTEXT]  (--only: one shape's
+// rows, for a profiler)
 
 #include <algorithm>
 #include <cmath>
@@ -162,11 +163,17 @@ double copy_bandwidth_tbs() {
 int main(int argc, char** argv) {
   std::string json_path;
   bool quick = false;
+  int only_batch = 0, only_context = 0;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
-    else if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    else {
-      std::fprintf(stderr, "usage: decode_bench [--json FILE] [--quick]\n");
+    if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+      json_path = argv[++i];
+    } else if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc &&
+               std::sscanf(argv[i + 1], "%d:%d", &only_batch, &only_context) == 2) {
+      ++i;
+    } else {
+      std::fprintf(stderr, "usage: decode_bench [--json FILE] [--quick] [--only BATCH:CONTEXT]\n");
       return 2;
     }
   }
@@ -185,6 +192,11 @@ int main(int argc, char** argv) {
     for (int head_size : {64, 256}) configs.push_back({64, 4096, 32, 8, head_size, 16, ff::DType::kBF16});
     configs.push_back({64, 4096, 32, 8, 128, 32, ff::DType::kBF16});
     configs.push_back({64, 4096, 32, 8, 128, 64, ff::DType::kBF16});
+    if (only_batch > 0) {
+      std::erase_if(configs, [&](const Config& c) {
+        return c.batch != only_batch || c.context != only_context;
+      });
+    }
 
     std::mt19937 rng(42);
     const double copy_tbs = copy_bandwidth_tbs();

@@ -182,9 +182,10 @@ int run_bench(Args args) {
               engine.spec().model.layers.front().backend.c_str(), context, iterations,
               int(to_string(engine.dispatcher().mode()).size()),
               to_string(engine.dispatcher().mode()).data());
-  std::printf("capture: %zu descriptors, %d graphs in %.1f ms (warm-up %.1f ms of it); graph "
-              "memory %.2f MiB (kernels loaded by the warm-up: %.2f MiB)\n",
-              report.captured.size(), engine.num_graphs(), report.total_ms, report.warmup_ms,
+  std::printf("capture: %zu descriptors, %d graphs on %d executables in %.1f ms (warm-up %.1f ms "
+              "of it); graph memory %.2f MiB (kernels loaded by the warm-up: %.2f MiB)\n",
+              report.captured.size(), engine.num_graphs(), engine.num_executables(),
+              report.total_ms, report.warmup_ms,
               report.graph_device_bytes / 1048576.0, report.warmup_device_bytes / 1048576.0);
   std::printf("%6s %10s %13s %9s %14s %16s\n", "batch", "eager ms", "piecewise ms", "full ms",
               "host us/step", "weights TB/s");
@@ -224,6 +225,7 @@ int run_bench(Args args) {
         << json_escape(engine.spec().model.layers.front().backend) << "\",\n  \"context\": "
         << context << ",\n  \"iterations\": " << iterations << ",\n  \"capture_total_ms\": "
         << report.total_ms << ",\n  \"graphs\": " << engine.num_graphs()
+        << ",\n  \"executables\": " << engine.num_executables()
         << ",\n  \"graph_device_bytes\": " << report.graph_device_bytes
         << ",\n  \"warmup_device_bytes\": " << report.warmup_device_bytes
         << ",\n  \"warmup_ms\": " << report.warmup_ms

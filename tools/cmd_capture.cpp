@@ -76,9 +76,10 @@ int run_capture(Args args) {
     instantiate_ms += c.instantiate_ms;
     nodes += c.nodes;
   }
-  std::printf("total: %zu descriptors, %d graphs, %zu nodes; capture %.1f ms + instantiate %.1f ms"
-              " + warm-up %.1f ms = %.1f ms of %.1f ms wall\n",
-              report.captured.size(), engine.num_graphs(), nodes, capture_ms, instantiate_ms,
+  std::printf("total: %zu descriptors, %d graphs on %d executables, %zu nodes; capture %.1f ms"
+              " + instantiate %.1f ms + warm-up %.1f ms = %.1f ms of %.1f ms wall\n",
+              report.captured.size(), engine.num_graphs(), engine.num_executables(), nodes,
+              capture_ms, instantiate_ms,
               report.warmup_ms, capture_ms + instantiate_ms + report.warmup_ms, report.total_ms);
   std::printf("graph memory: %.2f MiB (free device memory after warm-up minus after capture); "
               "the warm-up loaded %.2f MiB of kernels\n",
@@ -89,7 +90,7 @@ int run_capture(Args args) {
     FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", common.json_path, "'");
     out << "{\n  \"spec\": \"" << json_escape(engine.spec().source) << "\",\n  \"mode\": \""
         << to_string(engine.dispatcher().mode()) << "\",\n  \"graphs\": " << engine.num_graphs()
-        << ",\n  \"nodes\": " << nodes << ",\n  \"capture_ms\": " << capture_ms
+        << ",\n  \"executables\": " << engine.num_executables() << ",\n  \"nodes\": " << nodes << ",\n  \"capture_ms\": " << capture_ms
         << ",\n  \"instantiate_ms\": " << instantiate_ms << ",\n  \"warmup_ms\": "
         << report.warmup_ms << ",\n  \"total_ms\": " << report.total_ms
         << ",\n  \"graph_device_bytes\": " << report.graph_device_bytes

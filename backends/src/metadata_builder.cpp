@@ -1,5 +1,6 @@
 #include "freezeframe/backends/metadata_builder.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "freezeframe/core/error.h"
@@ -23,6 +24,8 @@ MetadataBuilder::Layout MetadataBuilder::layout_for(const BatchLimits& limits) {
   const auto reqs = static_cast<std::size_t>(limits.max_num_reqs);
   Layout l{};
   std::size_t at = 0;
+  l.compact_width = at;
+  at = align_up(at + sizeof(std::int32_t));
   l.query_start_loc = at;
   at = align_up(at + (reqs + 1) * sizeof(std::int32_t));
   l.seq_lens = at;
@@ -35,10 +38,9 @@ MetadataBuilder::Layout MetadataBuilder::layout_for(const BatchLimits& limits) {
       reqs * static_cast<std::size_t>(limits.max_blocks_per_req) * sizeof(std::int32_t);
   l.compact_table = at;
   if (table_bytes > kSingleCopyBytes) at = align_up(at + table_bytes);
-  // Last: the rest is copied in one piece before it.
+  // Last: everything before it is copied in one piece (up to the rows the step uses).
   l.block_table = at;
-  at = align_up(at + reqs * static_cast<std::size_t>(limits.max_blocks_per_req) *
-                         sizeof(std::int32_t));
+  at = align_up(at + table_bytes);
   l.total = at;
   return l;
 }
@@ -52,15 +54,13 @@ MetadataBuilder::MetadataBuilder(const BatchLimits& limits, GraphSupport support
     : limits_(limits),
       support_(support),
       layout_(layout_for(limits)),
-      staging_(layout_.total),
+      staging_(layout_.compact_table != layout_.block_table ? layout_.block_table : layout_.total),
       staging_free_(false) {
   if (device_memory == nullptr) {
     owned_ = DeviceBuffer(layout_.total);
     device_memory = owned_.data();
   }
   device_ = static_cast<std::byte*>(device_memory);
-  query_start_loc_host_.reserve(limits.max_num_reqs + 1);
-  seq_lens_host_.reserve(limits.max_num_reqs);
 }
 
 void MetadataBuilder::validate(const CommonAttentionMetadata& c) const {
@@ -83,9 +83,19 @@ void MetadataBuilder::validate(const CommonAttentionMetadata& c) const {
   FF_CHECK(c.block_table_stride > 0 && c.block_table_stride <= limits_.max_blocks_per_req,
            E::kInvalidArgument, "block_table_stride ", c.block_table_stride,
            " must be in [1, max_blocks_per_req ", limits_.max_blocks_per_req, "]");
-  FF_CHECK(c.block_table.size() >= static_cast<std::size_t>(num_reqs) * c.block_table_stride,
-           E::kInvalidArgument, "block_table has ", c.block_table.size(), " entries, needs ",
-           num_reqs, " × ", c.block_table_stride);
+  const bool rows = !c.block_table_rows.empty();
+  if (rows) {
+    FF_CHECK(c.block_table.empty(), E::kInvalidArgument,
+             "give the block table either flat (block_table) or by rows (block_table_rows), not both");
+    FF_CHECK(static_cast<int>(c.block_table_rows.size()) == num_reqs, E::kInvalidArgument,
+             "block_table_rows has ", c.block_table_rows.size(), " rows, expected num_reqs = ", num_reqs);
+    FF_CHECK(limits_.block_size > 0, E::kInvalidArgument,
+             "block_table_rows needs BatchLimits::block_size to know how many ids a row needs");
+  } else {
+    FF_CHECK(c.block_table.size() >= static_cast<std::size_t>(num_reqs) * c.block_table_stride,
+             E::kInvalidArgument, "block_table has ", c.block_table.size(), " entries, needs ",
+             num_reqs, " × ", c.block_table_stride);
+  }
   FF_CHECK(c.num_decodes >= 0 && c.num_decodes <= num_reqs, E::kInvalidArgument, "num_decodes ",
            c.num_decodes, " must be in [0, ", num_reqs, "]");
   for (int r = 0; r < num_reqs; ++r) {
@@ -103,63 +113,52 @@ void MetadataBuilder::validate(const CommonAttentionMetadata& c) const {
       FF_CHECK(blocks <= c.block_table_stride, E::kInvalidArgument, "request ", r, ": seq_len ",
                c.seq_lens[r], " needs ", blocks, " blocks of ", limits_.block_size,
                ", the block table row holds ", c.block_table_stride);
+      if (rows) {
+        FF_CHECK(static_cast<std::int64_t>(c.block_table_rows[r].size()) >= blocks,
+                 E::kInvalidArgument, "request ", r, ": seq_len ", c.seq_lens[r], " needs ", blocks,
+                 " blocks of ", limits_.block_size, ", its block_table_rows entry has ",
+                 c.block_table_rows[r].size());
+      }
     }
   }
 }
 
-const AttentionMetadata& MetadataBuilder::build(const CommonAttentionMetadata& c,
-                                                cudaStream_t stream) {
+std::size_t MetadataBuilder::stage(const CommonAttentionMetadata& c, std::byte* image) {
   validate(c);
   const int num_reqs = static_cast<int>(c.query_start_loc.size()) - 1;
   const int stride = limits_.max_blocks_per_req;  // device rows keep a fixed stride
+  const int width = c.block_table_stride;
+  auto* qsl = reinterpret_cast<std::int32_t*>(image + layout_.query_start_loc);
+  auto* seq_lens = reinterpret_cast<std::int32_t*>(image + layout_.seq_lens);
+  auto* seq_start = reinterpret_cast<std::int32_t*>(image + layout_.seq_start_loc);
+  auto* slots = reinterpret_cast<std::int64_t*>(image + layout_.slot_mapping);
+  // A compact table holds this step's rows back to back; a short one is copied whole, so
+  // its rows sit at the fixed stride already.
+  auto* table = reinterpret_cast<std::int32_t*>(image + (compact() ? layout_.compact_table : layout_.block_table));
+  const int row_stride = compact() ? width : stride;
 
-  // The staging buffer may still be feeding the previous step's copy.
-  if (staging_in_flight_) staging_free_.synchronize();
-
-  auto* host = static_cast<std::byte*>(staging_.data());
-  auto* qsl = reinterpret_cast<std::int32_t*>(host + layout_.query_start_loc);
-  auto* seq_lens = reinterpret_cast<std::int32_t*>(host + layout_.seq_lens);
-  auto* seq_start = reinterpret_cast<std::int32_t*>(host + layout_.seq_start_loc);
-  auto* slots = reinterpret_cast<std::int64_t*>(host + layout_.slot_mapping);
-  const bool compact = layout_.compact_table != layout_.block_table;
-  auto* table = reinterpret_cast<std::int32_t*>(host + (compact ? layout_.compact_table : layout_.block_table));
-  const int host_stride = compact ? c.block_table_stride : stride;
-
+  *reinterpret_cast<std::int32_t*>(image + layout_.compact_width) = width;
   std::memcpy(qsl, c.query_start_loc.data(), (num_reqs + 1) * sizeof(std::int32_t));
   std::memcpy(seq_lens, c.seq_lens.data(), num_reqs * sizeof(std::int32_t));
   seq_start[0] = 0;
   for (int r = 0; r < num_reqs; ++r) seq_start[r + 1] = seq_start[r] + c.seq_lens[r];
   std::memcpy(slots, c.slot_mapping.data(), c.slot_mapping.size() * sizeof(std::int64_t));
-  if (host_stride == c.block_table_stride) {
-    std::memcpy(table, c.block_table.data(),
-                static_cast<std::size_t>(num_reqs) * host_stride * sizeof(std::int32_t));
+  if (!c.block_table_rows.empty()) {
+    // Each row's ids where the kernels read them, zeros after (never read; deterministic).
+    for (int r = 0; r < num_reqs; ++r) {
+      const int blocks = (c.seq_lens[r] + limits_.block_size - 1) / limits_.block_size;
+      std::int32_t* row = table + static_cast<std::size_t>(r) * row_stride;
+      std::memcpy(row, c.block_table_rows[r].data(), blocks * sizeof(std::int32_t));
+      std::fill(row + blocks, row + width, 0);
+    }
+  } else if (row_stride == width) {
+    std::memcpy(table, c.block_table.data(), static_cast<std::size_t>(num_reqs) * width * sizeof(std::int32_t));
   } else {
     for (int r = 0; r < num_reqs; ++r) {
-      std::memcpy(table + static_cast<std::size_t>(r) * host_stride,
-                  c.block_table.data() + static_cast<std::size_t>(r) * c.block_table_stride,
-                  c.block_table_stride * sizeof(std::int32_t));
+      std::memcpy(table + static_cast<std::size_t>(r) * row_stride,
+                  c.block_table.data() + static_cast<std::size_t>(r) * width, width * sizeof(std::int32_t));
     }
   }
-
-  if (layout_.compact_table == layout_.block_table) {
-    // A small table: one copy up to the last row the step uses, at the fixed stride.
-    const std::size_t bytes = layout_.block_table + num_reqs * static_cast<std::size_t>(stride) * sizeof(std::int32_t);
-    FF_CUDA_CHECK(cudaMemcpyAsync(device_, host, bytes, cudaMemcpyHostToDevice, stream));
-  } else {
-    // Long rows (a 128k-token deployment has 8,192 blocks a row, of which a step may use a
-    // few): one copy with the rows back to back, then a kernel spreads them to the stride.
-    const std::size_t bytes = layout_.compact_table +
-                              static_cast<std::size_t>(num_reqs) * c.block_table_stride * sizeof(std::int32_t);
-    FF_CUDA_CHECK(cudaMemcpyAsync(device_, host, bytes, cudaMemcpyHostToDevice, stream));
-    expand_block_table(reinterpret_cast<const std::int32_t*>(device_ + layout_.compact_table),
-                       reinterpret_cast<std::int32_t*>(device_ + layout_.block_table), num_reqs,
-                       c.block_table_stride, stride, stream);
-  }
-  staging_free_.record(stream);
-  staging_in_flight_ = true;
-
-  query_start_loc_host_.assign(c.query_start_loc.begin(), c.query_start_loc.end());
-  seq_lens_host_.assign(c.seq_lens.begin(), c.seq_lens.end());
 
   AttentionMetadata& m = metadata_;
   m.query_start_loc = reinterpret_cast<const std::int32_t*>(device_ + layout_.query_start_loc);
@@ -173,9 +172,39 @@ const AttentionMetadata& MetadataBuilder::build(const CommonAttentionMetadata& c
   m.num_tokens = c.num_tokens;
   m.num_decodes = c.num_decodes;
   m.num_decode_tokens = c.query_start_loc[c.num_decodes];
-  m.query_start_loc_host = query_start_loc_host_;
-  m.seq_lens_host = seq_lens_host_;
-  return m;
+  // The host copies are the image's own (valid until the next stage into it).
+  m.query_start_loc_host = {qsl, static_cast<std::size_t>(num_reqs) + 1};
+  m.seq_lens_host = {seq_lens, static_cast<std::size_t>(num_reqs)};
+  const std::size_t table_offset = compact() ? layout_.compact_table : layout_.block_table;
+  return table_offset + static_cast<std::size_t>(num_reqs) * row_stride * sizeof(std::int32_t);
+}
+
+const AttentionMetadata& MetadataBuilder::upload(const CommonAttentionMetadata& c,
+                                                 cudaStream_t stream) {
+  // The staging buffer may still be feeding the previous step's copy.
+  if (staging_in_flight_) staging_free_.synchronize();
+  staging_in_flight_ = false;
+  auto* image = static_cast<std::byte*>(staging_.data());
+  const std::size_t bytes = stage(c, image);
+  FF_CUDA_CHECK(cudaMemcpyAsync(device_, image, bytes, cudaMemcpyHostToDevice, stream));
+  staging_free_.record(stream);
+  staging_in_flight_ = true;
+  return metadata_;
+}
+
+void MetadataBuilder::finish(cudaStream_t stream) const {
+  if (!compact()) return;
+  expand_block_table(reinterpret_cast<const std::int32_t*>(device_ + layout_.compact_width),
+                     reinterpret_cast<const std::int32_t*>(device_ + layout_.compact_table),
+                     reinterpret_cast<std::int32_t*>(device_ + layout_.block_table),
+                     metadata_.num_reqs, limits_.max_blocks_per_req, stream);
+}
+
+const AttentionMetadata& MetadataBuilder::build(const CommonAttentionMetadata& c,
+                                                cudaStream_t stream) {
+  upload(c, stream);
+  finish(stream);
+  return metadata_;
 }
 
 }  // namespace freezeframe

@@ -18,6 +18,7 @@
 #include "freezeframe/engine/model_program.h"
 #include "freezeframe/engine/plan_views.h"
 #include "freezeframe/graphs/cuda_graph.h"
+#include "freezeframe/graphs/shared_executables.h"
 #include "freezeframe/memory/arena.h"
 #include "model_runner.h"
 
@@ -102,14 +103,20 @@ struct Engine::State {
   CaptureReport report;
 
   std::vector<Segment> full_segments, piecewise_segments;
-  std::unordered_map<BatchDescriptor, std::vector<GraphExec>, BatchDescriptorHash> full_graphs,
-      piecewise_graphs;
+  std::unordered_map<BatchDescriptor, std::vector<GraphExec>, BatchDescriptorHash> full_graphs;
+  // Piecewise graphs by descriptor, as handles into piecewise_executables (piece k of every
+  // size shares executables when the spec says so).
+  std::unordered_map<BatchDescriptor, std::vector<int>, BatchDescriptorHash> piecewise_graphs;
+  SharedExecutables piecewise_executables;
 
-  // Per-step inputs (token ids, positions) staged in pinned memory, uploaded in one copy.
-  PinnedBuffer input_staging;
+  // A step's inputs (token ids, positions) and the first builder's metadata, staged in
+  // pinned memory laid out like the device span they go to (the plan puts them together),
+  // uploaded in one copy.
+  PinnedBuffer upload_image;
   std::size_t positions_offset = 0;  // bytes from token_ids to positions, host and device alike
-  Event input_staging_free{false};
-  bool input_in_flight = false;
+  std::size_t metadata_offset = 0;   // bytes from token_ids to the first builder's buffers
+  Event upload_free{false};          // the last copy out of upload_image has finished
+  bool upload_in_flight = false;
   std::vector<const AttentionMetadata*> metadata;
   StepMetadata step_metadata;  // reused every step
   int token_ids = -1, logits = -1;  // program tensor indices
@@ -131,11 +138,16 @@ struct Engine::State {
 
   void build_segments();
   void upload(const StepBatch& batch, const RunShape& run);
+  /// Ops [begin, end) on `s`; from op 0, the metadata upload's device half first (so a graph
+  /// of the first segment captures it).
+  void run_ops(int begin, int end, const RunShape& run, cudaStream_t s, bool nvtx);
   void capture_all();
   void warm_up(const BatchDescriptor& d);
   void capture_one(const BatchDescriptor& d, RuntimeMode mode);
-  void replay(const std::vector<Segment>& segments, const std::vector<GraphExec>& graphs,
-              const RunShape& run, RuntimeMode mode);
+  /// Runs `segments`: graph segment g through launch(g), the others eagerly.
+  template <typename Launch>
+  void replay(const std::vector<Segment>& segments, const RunShape& run, RuntimeMode mode,
+              Launch&& launch);
 };
 
 Engine::Engine(EngineSpec spec, EngineOptions options) {
@@ -177,7 +189,14 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
   s.positions_offset = static_cast<std::size_t>(positions_base - token_base);
   s.token_ids = s.program.tensor_index("token_ids");
   s.logits = s.program.tensor_index("logits");
-  s.input_staging = PinnedBuffer(s.positions_offset + positions.span_bytes());
+  const auto* metadata_base =
+      static_cast<const std::byte*>(s.arena.data("metadata." + s.spec.model.layers.front().backend));
+  const std::size_t inputs_end = s.positions_offset + positions.span_bytes();
+  FF_CHECK(metadata_base >= token_base + inputs_end &&
+               metadata_base - (token_base + inputs_end) < 4096,
+           E::kInternal, "the plan does not put the first builder's metadata right after the inputs");
+  s.metadata_offset = static_cast<std::size_t>(metadata_base - token_base);
+  s.upload_image = PinnedBuffer(s.metadata_offset + MetadataBuilder::device_bytes(batch));
 
   s.runner->init_weights(s.options.weight_seed, stream);
   const MemoryRegion& cache = s.plan.region("kv_cache");
@@ -229,11 +248,13 @@ void Engine::State::upload(const StepBatch& batch, const RunShape& run) {
   const cudaStream_t s = stream.get();
   step_metadata.assign(batch, limits, run.rows, run.reqs);
   const CommonAttentionMetadata common = step_metadata.common();
-  for (std::size_t b = 0; b < builders.size(); ++b) metadata[b] = &builders[b]->build(common, s);
 
-  // The staging buffer may still feed the previous step's copy.
-  if (input_in_flight) input_staging_free.synchronize();
-  auto* base = static_cast<std::byte*>(input_staging.data());
+  // The image may still feed the previous step's copy.
+  if (upload_in_flight) upload_free.synchronize();
+  upload_in_flight = false;
+  auto* base = static_cast<std::byte*>(upload_image.data());
+  const std::size_t metadata_bytes = builders[0]->stage(common, base + metadata_offset);
+  metadata[0] = &builders[0]->metadata();
   auto* ids = reinterpret_cast<std::int32_t*>(base);
   auto* positions = reinterpret_cast<std::int64_t*>(base + positions_offset);
   int row = 0;
@@ -249,11 +270,21 @@ void Engine::State::upload(const StepBatch& batch, const RunShape& run) {
   }
   std::fill(ids + row, ids + run.rows, 0);
   std::fill(positions + row, positions + run.rows, 0);
+  // Unused token and position rows of the span go along; nothing reads them.
   void* device = views.tensors[token_ids].data();
-  FF_CUDA_CHECK(cudaMemcpyAsync(device, base, positions_offset + sizeof(std::int64_t) * run.rows,
+  FF_CUDA_CHECK(cudaMemcpyAsync(device, base, metadata_offset + metadata_bytes,
                                 cudaMemcpyHostToDevice, s));
-  input_staging_free.record(s);
-  input_in_flight = true;
+  upload_free.record(s);
+  upload_in_flight = true;
+  // Further backends (a model mixing them) upload their own copy.
+  for (std::size_t b = 1; b < builders.size(); ++b) metadata[b] = &builders[b]->upload(common, s);
+}
+
+void Engine::State::run_ops(int begin, int end, const RunShape& run, cudaStream_t s, bool nvtx) {
+  if (begin == 0) {
+    for (const auto& builder : builders) builder->finish(s);
+  }
+  runner->run(begin, end, run, metadata, s, nvtx);
 }
 
 void Engine::State::capture_all() {
@@ -294,6 +325,7 @@ void Engine::State::capture_all() {
     report.failure = e.what();
     full_graphs.clear();
     piecewise_graphs.clear();
+    piecewise_executables.clear();
     report.captured.clear();
     dispatcher = Dispatcher(CudaGraphMode::kNone, {});
     FF_CUDA_WARN(cudaStreamSynchronize(stream.get()));
@@ -310,7 +342,7 @@ void Engine::State::warm_up(const BatchDescriptor& d) {
   const RunShape run{d.num_tokens, padded_reqs(d)};
   const CaptureBatch dummy(d, limits);
   upload(dummy.batch, run);
-  runner->run(0, runner->num_ops(), run, metadata, stream.get(), false);
+  run_ops(0, runner->num_ops(), run, stream.get(), false);
 }
 
 void Engine::State::capture_one(const BatchDescriptor& d, RuntimeMode mode) {
@@ -326,44 +358,56 @@ void Engine::State::capture_one(const BatchDescriptor& d, RuntimeMode mode) {
   info.mode = mode;
   std::size_t free_before = 0, free_after = 0, total = 0;
   FF_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
-  std::vector<GraphExec> graphs;
-  for (const Segment& segment : segments) {
+  std::vector<GraphExec> full;
+  std::vector<int> pieces;
+  for (std::size_t k = 0; k < segments.size(); ++k) {
+    const Segment& segment = segments[k];
     if (!segment.graph) continue;
     auto segment_start = Clock::now();
-    const CudaGraph graph = capture_graph(s, [&] {
-      runner->run(segment.begin, segment.end, run, metadata, s, false);
-    });
+    CudaGraph graph = capture_graph(s, [&] { run_ops(segment.begin, segment.end, run, s, false); });
     info.capture_ms += ms_since(segment_start);
     info.nodes += graph.node_count();
     segment_start = Clock::now();
-    graphs.emplace_back(graph);
-    graphs.back().upload(s);
+    if (mode == RuntimeMode::kFull) {
+      full.emplace_back(graph);
+      full.back().upload(s);
+    } else {
+      // Piece k of every size in one group; a group of its own when not shared.
+      const int group = spec.cuda_graphs.share_piecewise_executables
+                            ? static_cast<int>(k)
+                            : static_cast<int>(segments.size()) + piecewise_executables.num_graphs();
+      pieces.push_back(piecewise_executables.add(group, std::move(graph), s));
+    }
     info.instantiate_ms += ms_since(segment_start);
   }
-  info.graphs = static_cast<int>(graphs.size());
+  info.graphs = static_cast<int>(full.size() + pieces.size());
   FF_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
   info.device_bytes = static_cast<std::int64_t>(free_before) - static_cast<std::int64_t>(free_after);
-  (mode == RuntimeMode::kFull ? full_graphs : piecewise_graphs)[d] = std::move(graphs);
+  if (mode == RuntimeMode::kFull) {
+    full_graphs[d] = std::move(full);
+  } else {
+    piecewise_graphs[d] = std::move(pieces);
+  }
   report.captured.push_back(info);
 }
 
-void Engine::State::replay(const std::vector<Segment>& segments,
-                           const std::vector<GraphExec>& graphs, const RunShape& run,
-                           RuntimeMode mode) {
+template <typename Launch>
+void Engine::State::replay(const std::vector<Segment>& segments, const RunShape& run,
+                           RuntimeMode mode, Launch&& launch) {
   const cudaStream_t s = stream.get();
   const std::string_view mode_name = to_string(mode);
   std::size_t g = 0;
   char name[96];  // the range names, without allocating on the step path
   for (const Segment& segment : segments) {
     if (!segment.graph) {
-      runner->run(segment.begin, segment.end, run, metadata, s, true);
+      run_ops(segment.begin, segment.end, run, s, true);
       continue;
     }
     std::snprintf(name, sizeof name, "replay[size=%d,mode=%.*s%s%s]", run.rows,
                   static_cast<int>(mode_name.size()), mode_name.data(),
                   segment.label.empty() ? "" : ",", segment.label.c_str());
     const NvtxRange range(name);
-    graphs[g++].launch(s);
+    launch(g++, s);
   }
 }
 
@@ -387,12 +431,15 @@ StepResult Engine::step(const StepBatch& batch, const StepOptions& options) {
   const auto t2 = Clock::now();
   const cudaStream_t stream = s.stream.get();
   if (!graph || options.eager_like_graph) {
-    s.runner->run(0, s.runner->num_ops(), run, s.metadata, stream, true);
+    s.run_ops(0, s.runner->num_ops(), run, stream, true);
   } else if (dispatch.mode == RuntimeMode::kFull) {
-    s.replay(s.full_segments, s.full_graphs.at(dispatch.descriptor), run, RuntimeMode::kFull);
+    const std::vector<GraphExec>& graphs = s.full_graphs.at(dispatch.descriptor);
+    s.replay(s.full_segments, run, RuntimeMode::kFull,
+             [&](std::size_t g, cudaStream_t on) { graphs[g].launch(on); });
   } else {
-    s.replay(s.piecewise_segments, s.piecewise_graphs.at(dispatch.descriptor), run,
-             RuntimeMode::kPiecewise);
+    const std::vector<int>& graphs = s.piecewise_graphs.at(dispatch.descriptor);
+    s.replay(s.piecewise_segments, run, RuntimeMode::kPiecewise,
+             [&](std::size_t g, cudaStream_t on) { s.piecewise_executables.launch(graphs[g], on); });
   }
   const auto t3 = Clock::now();
   StepResult result;
@@ -417,7 +464,7 @@ std::vector<OpTime> Engine::profile_ops(const StepBatch& batch) {
   for (int i = 0; i <= n; ++i) marks.emplace_back(true);
   marks[0].record(stream);
   for (int i = 0; i < n; ++i) {
-    s.runner->run(i, i + 1, run, s.metadata, stream, false);
+    s.run_ops(i, i + 1, run, stream, false);
     marks[i + 1].record(stream);
   }
   s.stream.synchronize();
@@ -440,8 +487,13 @@ TensorView Engine::kv_cache(int layer) const { return state_->views.kv_caches.at
 int Engine::num_graphs() const {
   std::size_t n = 0;
   for (const auto& [key, graphs] : state_->full_graphs) n += graphs.size();
-  for (const auto& [key, graphs] : state_->piecewise_graphs) n += graphs.size();
-  return static_cast<int>(n);
+  return static_cast<int>(n) + state_->piecewise_executables.num_graphs();
+}
+
+int Engine::num_executables() const {
+  std::size_t n = 0;
+  for (const auto& [key, graphs] : state_->full_graphs) n += graphs.size();
+  return static_cast<int>(n) + state_->piecewise_executables.num_executables();
 }
 
 }  // namespace freezeframe

@@ -162,18 +162,18 @@ MemoryPlan plan_memory(const EngineSpec& spec, std::int64_t device_bytes) {
     if (t.home == TensorHome::kAttentionOutput) attention_outputs.push_back(item);
   }
   add_packed_region(plan, "inputs", RegionKind::kInputs, inputs);
-  add_packed_region(plan, "outputs", RegionKind::kOutputs, outputs);
-  if (!attention_outputs.empty()) {
-    add_packed_region(plan, "attention_outputs", RegionKind::kAttentionOutputs, attention_outputs);
-  }
-
-  // Persistent metadata: one builder per backend in use.
+  // Persistent metadata, one builder per backend in use, right after the inputs: a step
+  // uploads its inputs and the first builder's metadata in one copy.
   const BatchLimits limits = batch_limits(spec);
   std::set<std::string> backends;
   for (const LayerSpec& l : model.layers) backends.insert(l.backend);
   for (const std::string& b : backends) {
     plan.add_region("metadata." + b, RegionKind::kMetadata,
                     static_cast<std::int64_t>(MetadataBuilder::device_bytes(limits)));
+  }
+  add_packed_region(plan, "outputs", RegionKind::kOutputs, outputs);
+  if (!attention_outputs.empty()) {
+    add_packed_region(plan, "attention_outputs", RegionKind::kAttentionOutputs, attention_outputs);
   }
 
   // Workspaces shared by all layers (they run one after another).

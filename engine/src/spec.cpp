@@ -477,12 +477,16 @@ void SpecParser::parse_scheduler(const YAML::Node& s) {
 }
 
 void SpecParser::parse_cuda_graphs(const YAML::Node& g) {
-  r_.check_keys(g, "cuda_graphs", {"mode", "capture_sizes", "max_capture_size", "layer_by_layer"});
+  r_.check_keys(g, "cuda_graphs", {"mode", "capture_sizes", "max_capture_size", "layer_by_layer",
+                                      "share_piecewise_executables"});
   CudaGraphSpec& graphs = spec_.cuda_graphs;
   if (auto v = r_.read_choice(g, "mode", "cuda_graphs", kGraphModes)) {
     graphs.mode = parse_graph_mode(*v).value_or(CudaGraphMode::kFullAndPiecewise);
   }
   if (auto v = r_.read_bool(g, "layer_by_layer", "cuda_graphs")) graphs.layer_by_layer = *v;
+  if (auto v = r_.read_bool(g, "share_piecewise_executables", "cuda_graphs")) {
+    graphs.share_piecewise_executables = *v;
+  }
   if (auto v = r_.read_int(g, "max_capture_size", "cuda_graphs", 1, 1 << 24)) {
     max_capture_size_ = static_cast<int>(*v);
   }

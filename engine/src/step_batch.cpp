@@ -120,23 +120,19 @@ void StepMetadata::assign(const StepBatch& batch, const StepLimits& limits, int 
   num_decodes_ = decodes;
   query_start_loc_.assign(padded_reqs + 1, 0);
   seq_lens_.assign(padded_reqs, 0);
-  block_table_.resize(static_cast<std::size_t>(padded_reqs) * stride);  // every entry written below
+  rows_.assign(padded_reqs, {});
   slot_mapping_.assign(padded_tokens, -1);
   int row = 0;
   for (int i = 0; i < num_reqs; ++i) {
     const StepRequest& r = batch.requests[i];
     seq_lens_[i] = r.seq_len;
     query_start_loc_[i + 1] = query_start_loc_[i] + r.query_len;
-    const int blocks = (r.seq_len + limits.block_size - 1) / limits.block_size;
-    const auto table_row = block_table_.begin() + std::int64_t(i) * stride;
-    std::copy_n(r.block_ids.begin(), blocks, table_row);
-    std::fill(table_row + blocks, table_row + stride, 0);
+    rows_[i] = r.block_ids;
     for (std::int32_t pos = r.seq_len - r.query_len; pos < r.seq_len; ++pos, ++row) {
       slot_mapping_[row] = batch.slot_mapping.empty() ? slot_of(r, pos, limits.block_size)
                                                       : batch.slot_mapping[row];
     }
   }
-  std::fill(block_table_.begin() + std::int64_t(num_reqs) * stride, block_table_.end(), 0);
   for (int i = num_reqs; i < padded_reqs; ++i) query_start_loc_[i + 1] = query_start_loc_[i];
 }
 
@@ -144,7 +140,7 @@ CommonAttentionMetadata StepMetadata::common() const {
   CommonAttentionMetadata m;
   m.query_start_loc = query_start_loc_;
   m.seq_lens = seq_lens_;
-  m.block_table = block_table_;
+  m.block_table_rows = rows_;
   m.block_table_stride = block_table_stride_;
   m.slot_mapping = slot_mapping_;
   m.num_tokens = num_tokens_;

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "freezeframe/backends/host_reference.h"
+#include "freezeframe/backends/metadata_builder.h"
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/backends/synthetic_batch.h"
 #include "freezeframe/core/cuda_handles.h"
@@ -429,6 +430,63 @@ TEST(ReferenceAttentionErrors, RejectedCallsLeaveOutputsAndMetadataUntouched) {
   stream.synchronize();
   download(out.view, after);
   for (std::int64_t i = 0; i < after.numel(); ++i) ASSERT_TRUE(std::isfinite(after.get(i))) << i;
+}
+
+// The block table given flat or by rows lands the same on the device, for a short table
+// (copied at its fixed stride) and a long one (copied compact, spread by finish()).
+TEST(MetadataBuilder, BlockTableByRowsEqualsFlat) {
+  FF_REQUIRE_GPU();
+  for (const int max_blocks : {64, 16384}) {
+    SCOPED_TRACE("max_blocks_per_req " + std::to_string(max_blocks));
+    BatchLimits limits{.max_num_reqs = 8, .max_num_tokens = 64, .max_blocks_per_req = max_blocks,
+                       .block_size = 16};
+    DeviceBuffer memory(MetadataBuilder::device_bytes(limits));
+    MetadataBuilder builder(limits, GraphSupport::kAlways, memory.data());
+    Stream stream = Stream::create();
+    std::mt19937 rng(max_blocks);
+    const std::vector<std::int32_t> seq_lens = {1, 700, 16, 17, 333};
+    const std::vector<std::int32_t> qsl = {0, 1, 2, 3, 4, 5};
+    const std::vector<std::int64_t> slots(5, -1);
+    int width = 0;
+    std::vector<std::vector<std::int32_t>> rows;
+    for (const int len : seq_lens) {
+      const int blocks = (len + 15) / 16;
+      width = std::max(width, blocks);
+      std::vector<std::int32_t> row(blocks + rng() % 5);  // some rows longer than needed
+      for (auto& id : row) id = static_cast<std::int32_t>(rng() % 100000);
+      rows.push_back(std::move(row));
+    }
+    std::vector<std::int32_t> flat(rows.size() * width, 0);
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      const int blocks = (seq_lens[r] + 15) / 16;
+      std::copy_n(rows[r].begin(), blocks, flat.begin() + r * width);
+    }
+    std::vector<std::span<const std::int32_t>> row_spans(rows.begin(), rows.end());
+    CommonAttentionMetadata by_rows{.query_start_loc = qsl, .seq_lens = seq_lens,
+                                    .block_table_stride = width, .slot_mapping = slots,
+                                    .num_tokens = 5, .num_decodes = 5};
+    by_rows.block_table_rows = row_spans;
+    CommonAttentionMetadata by_flat = by_rows;
+    by_flat.block_table_rows = {};
+    by_flat.block_table = flat;
+    for (const CommonAttentionMetadata* c : {&by_flat, &by_rows}) {
+      FF_CUDA_CHECK(cudaMemset(memory.data(), 0xFF, memory.bytes()));  // poison
+      const AttentionMetadata& md = builder.build(*c, stream.get());
+      stream.synchronize();
+      for (std::size_t r = 0; r < rows.size(); ++r) {
+        const int blocks = (seq_lens[r] + 15) / 16;
+        std::vector<std::int32_t> got(blocks);
+        FF_CUDA_CHECK(cudaMemcpy(got.data(), md.block_table + r * md.block_table_stride,
+                                 blocks * sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), rows[r].begin()))
+            << (c == &by_rows ? "rows" : "flat") << ", request " << r;
+      }
+    }
+    // A row shorter than its sequence needs is refused.
+    rows[1].resize(10);
+    row_spans[1] = rows[1];
+    EXPECT_THROW((void)builder.build(by_rows, stream.get()), Error);
+  }
 }
 
 }  // namespace

@@ -158,6 +158,26 @@ TEST(Engine, GraphCountMatchesTheSpec) {
   EXPECT_EQ(report.captured[5].descriptor, (BatchDescriptor{16, 0, false}));
   EXPECT_EQ(report.captured[5].graphs, 3);
   for (const CapturedGraphInfo& info : report.captured) EXPECT_GT(info.nodes, 0u);
+  // Piece k of every size shares executables: at least one per piece, fewer than the graphs.
+  EXPECT_GE(engine.num_executables(), 5 + 3);
+  EXPECT_LT(engine.num_executables(), engine.num_graphs());
+
+  // Not shared: one executable per graph, and the same logits for mixed steps of every size.
+  Engine own(parse_spec(tiny_spec("paged_decode", "  mode: full_and_piecewise\n"
+                                                  "  capture_sizes: [1, 2, 4, 8, 16]\n"
+                                                  "  share_piecewise_executables: false\n")));
+  EXPECT_EQ(own.num_graphs(), 5 + 5 * 3);
+  EXPECT_EQ(own.num_executables(), own.num_graphs());
+  std::mt19937 rng(5);
+  for (const int decodes : {0, 9, 2, 13, 5}) {
+    const TestBatch batch(random_shape(decodes, 1, 3, 150, rng), 16, engine.limits().num_blocks, rng);
+    const StepResult shared_step = engine.step(batch.batch());
+    const std::vector<float> shared_logits = logits_of(engine, shared_step);
+    const StepResult own_step = own.step(batch.batch());
+    EXPECT_EQ(shared_step.mode, RuntimeMode::kPiecewise);
+    EXPECT_EQ(own_step.mode, RuntimeMode::kPiecewise);
+    EXPECT_TRUE(same_bits(shared_logits, logits_of(own, own_step))) << decodes << " decodes";
+  }
 }
 
 TEST(Engine, LargerBatchesRunEagerly) {

@@ -76,14 +76,14 @@ TEST(ModelProgram, MlaLayersUseTheirOwnProjections) {
 //   inputs                       98,304  (token ids 8192·4 + positions 8192·8)
 //   outputs                 131,334,144  (logits 256·128256·4)
 //   attention_outputs     2,147,483,648  (32 layers · 8192·4096·2)
-//   metadata.reference       16,846,336  (query_start_loc 1,280 + seq_lens 1,024
+//   metadata.reference       16,846,592  (compact width 256 + query_start_loc 1,280 + seq_lens 1,024
 //                                         + seq_start_loc 1,280 + slot_mapping 65,536
 //                                         + block table 256·8192·4 = 8,388,608, and as
 //                                         much again for its compact upload)
 //   cublas_workspace         33,554,432
-//   fixed total          19,161,591,296
-// KV: 77,309,411,328 − 19,161,591,296 = 58,147,820,032 bytes; one block over 32 layers is
-// 32 · 2 (K, V) · 16 tokens · 8 heads · 128 · 2 bytes = 2,097,152; 58,147,820,032 / 2,097,152
+//   fixed total          19,161,591,552
+// KV: 77,309,411,328 − 19,161,591,552 = 58,147,819,776 bytes; one block over 32 layers is
+// 32 · 2 (K, V) · 16 tokens · 8 heads · 128 · 2 bytes = 2,097,152; 58,147,819,776 / 2,097,152
 // = 27,727.04 → 27,727 blocks = 443,632 tokens; a 131,072-token sequence needs 8,192 blocks,
 // so 3 fit at once.
 TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
@@ -96,11 +96,14 @@ TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
   EXPECT_EQ(plan.region("inputs").bytes, 98'304);
   EXPECT_EQ(plan.region("outputs").bytes, 131'334'144);
   EXPECT_EQ(plan.region("attention_outputs").bytes, 2'147'483'648);
-  EXPECT_EQ(plan.region("metadata.reference").bytes, 16'846'336);
+  EXPECT_EQ(plan.region("metadata.reference").bytes, 16'846'592);
+  EXPECT_EQ(plan.region("metadata.reference").offset,
+            plan.region("inputs").offset + plan.region("inputs").bytes)
+      << "one copy uploads the inputs and the metadata";
   EXPECT_EQ(plan.find("split_kv_workspace"), nullptr) << "split-KV decode uses attention_workspace";
   EXPECT_EQ(plan.region("cublas_workspace").bytes, 33'554'432);
   EXPECT_EQ(plan.find("attention_workspace"), nullptr) << "the reference impl needs none";
-  EXPECT_EQ(plan.region("kv_cache").offset, 19'161'591'296);
+  EXPECT_EQ(plan.region("kv_cache").offset, 19'161'591'552);
   EXPECT_EQ(plan.kv_cache.bytes_per_block, 2'097'152);
   EXPECT_EQ(plan.kv_cache.num_blocks, 27'727);
   EXPECT_EQ(plan.kv_cache.tokens_per_rank, 443'632);
@@ -197,9 +200,9 @@ TEST(MemoryPlanner, ABudgetWithoutRoomForOneSequenceSaysWhatIsMissing) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("llama-3.1-8b.yaml:21:18: cache.memory_budget"), std::string::npos) << msg;
     EXPECT_NE(msg.find("131072 tokens = 8192 blocks"), std::string::npos) << msg;
-    // needed: 19,161,591,296 + 8192 · 2 MiB = 36,341,460,480; budget 0.9 · 24 GiB
-    // = 23,192,823,398 → 13,148,637,082 missing.
-    EXPECT_NE(msg.find("13148637082 bytes"), std::string::npos) << msg;
+    // needed: 19,161,591,552 + 8192 · 2 MiB = 36,341,460,736; budget 0.9 · 24 GiB
+    // = 23,192,823,398 → 13,148,637,338 missing.
+    EXPECT_NE(msg.find("13148637338 bytes"), std::string::npos) << msg;
   }
 }
 

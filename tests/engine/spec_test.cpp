@@ -102,6 +102,8 @@ TEST(Spec, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(sizes[34], 256);
   EXPECT_EQ(sizes.back(), 512);
   EXPECT_EQ(spec.cuda_graphs.max_capture_size, 512);
+  EXPECT_TRUE(spec.cuda_graphs.share_piecewise_executables);
+  EXPECT_FALSE(spec.cuda_graphs.layer_by_layer);
 }
 
 TEST(Spec, CaptureLadderIsCappedByTokensAndFollowsMaxCaptureSize) {
@@ -116,6 +118,9 @@ TEST(Spec, CaptureLadderIsCappedByTokensAndFollowsMaxCaptureSize) {
   const EngineSpec none = parse_spec(std::string(kTiny) + "cuda_graphs:\n  mode: none\n");
   EXPECT_TRUE(none.cuda_graphs.capture_sizes.empty());
   EXPECT_EQ(none.cuda_graphs.max_capture_size, 0);
+  const EngineSpec own = parse_spec(std::string(kTiny) +
+                                    "cuda_graphs:\n  share_piecewise_executables: false\n");
+  EXPECT_FALSE(own.cuda_graphs.share_piecewise_executables);
 }
 
 TEST(Spec, SlidingWindowPatternAlternatesLikeGemma2) {

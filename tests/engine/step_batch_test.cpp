@@ -106,8 +106,12 @@ TEST(StepBatch, MetadataIsPaddedWithEmptyRequestsAndSkippedSlots) {
   EXPECT_EQ(std::vector<std::int32_t>(m.seq_lens().begin(), m.seq_lens().end()),
             (std::vector<std::int32_t>{17, 5, 30, 0, 0}));
   EXPECT_EQ(c.block_table_stride, 2);
-  EXPECT_EQ(m.block_table()[0], 7);
-  EXPECT_EQ(m.block_table()[1], 3);
+  ASSERT_EQ(m.block_table_rows().size(), 5u);
+  EXPECT_EQ(m.block_table_rows()[0][0], 7);
+  EXPECT_EQ(m.block_table_rows()[0][1], 3);
+  EXPECT_TRUE(c.block_table.empty());
+  EXPECT_EQ(c.block_table_rows.size(), 5u);
+  for (int r = 3; r < 5; ++r) EXPECT_TRUE(m.block_table_rows()[r].empty()) << "padded request " << r;
   EXPECT_EQ(m.slot_mapping()[0], 48);
   EXPECT_EQ(m.slot_mapping()[1], 11 * 16 + 4);
   EXPECT_EQ(m.slot_mapping()[2], 0 * 16 + 4) << "position 20 is block c[1] = 0, offset 4";

@@ -16,6 +16,10 @@ struct CommonAttentionMetadata {
   std::span<const std::int32_t> seq_lens;         ///< [num_reqs] context + new tokens (KV length)
   std::span<const std::int32_t> block_table;      ///< [num_reqs × block_table_stride] block ids
   int block_table_stride = 0;                     ///< row length of block_table
+  /// Instead of block_table (left empty): one span of block ids per request, each at least
+  /// ceil(seq_len / block size) long, read in place (a serving loop's own per-request
+  /// lists); block_table_stride is then the most blocks any request needs.
+  std::span<const std::span<const std::int32_t>> block_table_rows;
   std::span<const std::int64_t> slot_mapping;     ///< [rows of K/V written] cache slot; −1 skips
   int num_tokens = 0;         ///< query rows, padding included (≥ query_start_loc.back())
   int num_decodes = 0;        ///< leading requests with exactly one new token

@@ -2,6 +2,13 @@
 // MetadataBuilder: turns the host description of a step into device metadata, written into
 // persistent buffers (fixed addresses, sized by BatchLimits) with one host-to-device copy, so a
 // captured graph reads fresh values at replay.
+//
+// An upload has a host half and a device half. stage() writes the step into host memory laid
+// out like the device buffers (the image); the caller copies the image's used prefix to the
+// device (upload() does it from the builder's own pinned staging) and then enqueues finish(),
+// which spreads a compact block table to its fixed stride. finish() launches the same way for
+// every step of one padded shape, so a graph may capture it with the work that follows;
+// build() does all of it for a caller that runs eagerly.
 
 #include <cuda_runtime_api.h>
 
@@ -24,38 +31,52 @@ class MetadataBuilder {
   MetadataBuilder(const MetadataBuilder&) = delete;
   MetadataBuilder& operator=(const MetadataBuilder&) = delete;
 
-  /// Device bytes the persistent buffers need for `limits`.
+  /// Device bytes the persistent buffers need for `limits` (also the image's size).
   [[nodiscard]] static std::size_t device_bytes(const BatchLimits& limits);
 
   [[nodiscard]] GraphSupport graph_support() const { return support_; }
   [[nodiscard]] const BatchLimits& limits() const { return limits_; }
 
-  /// Validates `common` against the limits (throws, touching nothing, when it does not fit),
-  /// stages it in pinned memory and enqueues one copy on `stream`. Where the block table's
-  /// fixed-stride rows are long (a long max model length), the copy carries the step's rows
-  /// back to back and a small kernel spreads them to the fixed stride.
-  virtual const AttentionMetadata& build(const CommonAttentionMetadata& common,
-                                         cudaStream_t stream);
+  /// Validates `common` against the limits (throws, touching nothing, when it does not fit)
+  /// and writes it into `image`, host memory of device_bytes(limits) laid out like the device
+  /// buffers. Returns how many leading bytes of the image the step uses: copy those to the
+  /// device buffers before finish() runs. metadata() describes the step from then on.
+  std::size_t stage(const CommonAttentionMetadata& common, std::byte* image);
+
+  /// stage() into the builder's pinned staging (waiting for its previous copy out, if still
+  /// running) and one copy on `stream`. finish() is left to the caller.
+  const AttentionMetadata& upload(const CommonAttentionMetadata& common, cudaStream_t stream);
+
+  /// The device half of the last stage(), enqueued on `stream` after the copy: spreads a
+  /// compact block table (long rows) to its fixed stride; nothing for a short table. Its
+  /// launch depends only on the limits and the padded request count, never on the data.
+  void finish(cudaStream_t stream) const;
+
+  /// upload() and finish(): the whole upload, for callers that run eagerly.
+  const AttentionMetadata& build(const CommonAttentionMetadata& common, cudaStream_t stream);
+
+  /// The step of the last stage(): device pointers and sizes.
+  [[nodiscard]] const AttentionMetadata& metadata() const { return metadata_; }
 
  private:
   struct Layout {
+    std::size_t compact_width;  ///< int32: the compact table's row length this step
     std::size_t query_start_loc, seq_lens, seq_start_loc, slot_mapping;
     std::size_t compact_table;  ///< this step's rows back to back (0 bytes when not used)
     std::size_t block_table, total;
   };
   static Layout layout_for(const BatchLimits& limits);
   void validate(const CommonAttentionMetadata& common) const;
+  [[nodiscard]] bool compact() const { return layout_.compact_table != layout_.block_table; }
 
   BatchLimits limits_;
   GraphSupport support_;
   Layout layout_;
   DeviceBuffer owned_;          // only when no device memory was given
   std::byte* device_ = nullptr;
-  PinnedBuffer staging_;
+  PinnedBuffer staging_;        // upload()'s image (the part of it that is ever copied)
   Event staging_free_;          // the previous copy out of staging has finished
   bool staging_in_flight_ = false;
-  std::vector<std::int32_t> query_start_loc_host_;
-  std::vector<std::int32_t> seq_lens_host_;
   AttentionMetadata metadata_;
 };
 

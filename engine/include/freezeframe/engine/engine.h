@@ -139,8 +139,11 @@ class Engine {
   [[nodiscard]] const Dispatcher& dispatcher() const;
   [[nodiscard]] const StepLimits& limits() const;
   [[nodiscard]] cudaStream_t stream() const;
-  /// Executable graphs held (pieces and layers counted one by one).
+  /// Graphs held (pieces and layers counted one by one).
   [[nodiscard]] int num_graphs() const;
+  /// CUDA executables behind them: fewer than graphs where piecewise graphs share one
+  /// (cuda_graphs.share_piecewise_executables).
+  [[nodiscard]] int num_executables() const;
   /// The KV cache of `layer` in its backend's shape (layers sharing a cache see the same).
   [[nodiscard]] TensorView kv_cache(int layer) const;
 

@@ -3,9 +3,11 @@
 // size alone (pure host arithmetic; no GPU needed). Regions, in arena order:
 //   weights              the built-in model's parameters (model.builtin_weights)
 //   activations          the model program's tensors, packed by lifetime (greedy by size)
-//   inputs, outputs      per-step token ids / positions and logits at fixed addresses
+//   inputs               per-step token ids and positions at fixed addresses
+//   metadata.<backend>   persistent metadata of each backend's builder (MetadataBuilder),
+//                        right after the inputs so that one copy uploads a step
+//   outputs              the logits
 //   attention_outputs    one buffer per layer whose backend accepts an output buffer
-//   metadata.<backend>   persistent metadata of each backend's builder (MetadataBuilder)
 //   attention_workspace  the largest per-layer impl workspace (layers run one at a time;
 //                        split-KV decode keeps its partial outputs there)
 //   cublas_workspace     for the GEMMs (cuBLAS recommends 32 MiB on Hopper)

@@ -105,6 +105,9 @@ struct CudaGraphSpec {
   /// Profiling: full graphs as one graph per layer, each replayed inside its own NVTX range
   /// (ranges inside one captured graph are not replayed).
   bool layer_by_layer = false;
+  /// Piecewise graphs of one piece share an executable across batch sizes (updated when the
+  /// size changes), which keeps graph memory small; false gives each its own executable.
+  bool share_piecewise_executables = true;
 };
 
 struct DcpSpec {

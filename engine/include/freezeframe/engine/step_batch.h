@@ -60,7 +60,8 @@ struct StepShape {
 [[nodiscard]] StepShape validate_step(const StepBatch& batch, const StepLimits& limits);
 
 /// Host metadata of a validated step, padded to `padded_tokens` rows and `padded_reqs`
-/// requests (see Note [Padding a step]); its spans stay valid while it lives.
+/// requests (see Note [Padding a step]); its spans stay valid while it and the batch live.
+/// The block table is the batch's own per-request lists, by row (nothing copied).
 class StepMetadata {
  public:
   StepMetadata() = default;
@@ -73,11 +74,12 @@ class StepMetadata {
   [[nodiscard]] CommonAttentionMetadata common() const;
   [[nodiscard]] std::span<const std::int32_t> query_start_loc() const { return query_start_loc_; }
   [[nodiscard]] std::span<const std::int32_t> seq_lens() const { return seq_lens_; }
-  [[nodiscard]] std::span<const std::int32_t> block_table() const { return block_table_; }
+  [[nodiscard]] std::span<const std::span<const std::int32_t>> block_table_rows() const { return rows_; }
   [[nodiscard]] std::span<const std::int64_t> slot_mapping() const { return slot_mapping_; }
 
  private:
-  std::vector<std::int32_t> query_start_loc_, seq_lens_, block_table_;
+  std::vector<std::int32_t> query_start_loc_, seq_lens_;
+  std::vector<std::span<const std::int32_t>> rows_;
   std::vector<std::int64_t> slot_mapping_;
   int block_table_stride_ = 0;
   int num_tokens_ = 0;

@@ -1,0 +1,62 @@
+#pragma once
+// Executables shared by graphs of one shape.
+//
+// A piece of the model captured for every batch size gives graphs that differ only in their
+// nodes' parameters (grid sizes, pointers, cuBLAS kernel choice), and each executable costs
+// device memory (measured on the H200: about 110 KiB each, plus 3 KiB a kernel node, 5 KiB a
+// cuBLAS GEMM node). Graphs added
+// under one group share an executable whenever cudaGraphExecUpdate accepts them; launching a
+// graph that its executable does not hold updates the executable first (tens of µs for a
+// dozen nodes), launching the one it holds costs a plain launch. Updates leave launches
+// already enqueued untouched, so nothing waits for the device.
+
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include "freezeframe/graphs/cuda_graph.h"
+
+namespace freezeframe {
+
+class SharedExecutables {
+ public:
+  SharedExecutables() = default;
+  SharedExecutables(SharedExecutables&&) noexcept = default;
+  SharedExecutables& operator=(SharedExecutables&&) noexcept = default;
+
+  /// Keeps `graph` and returns its handle for launch(). It joins the first executable of
+  /// `group` that accepts it; when none does it gets a new one, uploaded on `stream`. Graphs
+  /// of different groups never share.
+  int add(int group, CudaGraph graph, cudaStream_t stream);
+
+  /// Enqueues graph `handle` on `stream`.
+  void launch(int handle, cudaStream_t stream);
+
+  [[nodiscard]] int num_graphs() const { return static_cast<int>(graphs_.size()); }
+  [[nodiscard]] int num_executables() const { return static_cast<int>(executables_.size()); }
+  [[nodiscard]] std::size_t node_count(int handle) const { return graphs_.at(handle).graph.node_count(); }
+  /// Updates of an executable to another graph since construction (at add() and launch()).
+  [[nodiscard]] long long updates() const { return updates_; }
+
+  void clear();
+
+ private:
+  struct Executable {
+    GraphExec exec;
+    int group = 0;
+    int holds = -1;  ///< handle of the graph the executable was last set to; −1 unknown
+  };
+  struct Entry {
+    CudaGraph graph;
+    int executable = -1;
+  };
+  /// Sets executable `e` to graph `handle`; false (and `e` holds nothing known) when the
+  /// graph's shape does not fit it.
+  bool try_update(int e, int handle);
+
+  std::vector<Executable> executables_;
+  std::vector<Entry> graphs_;
+  long long updates_ = 0;
+};
+
+}  // namespace freezeframe
