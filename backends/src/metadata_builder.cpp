@@ -1,6 +1,7 @@
 #include "freezeframe/backends/metadata_builder.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "freezeframe/core/error.h"
@@ -61,6 +62,8 @@ MetadataBuilder::MetadataBuilder(const BatchLimits& limits, GraphSupport support
     device_memory = owned_.data();
   }
   device_ = static_cast<std::byte*>(device_memory);
+  const int bs = limits.block_size;
+  if (bs > 0 && (bs & (bs - 1)) == 0) block_shift_ = std::countr_zero(static_cast<unsigned>(bs));
 }
 
 void MetadataBuilder::validate(const CommonAttentionMetadata& c) const {
@@ -109,7 +112,7 @@ void MetadataBuilder::validate(const CommonAttentionMetadata& c) const {
                " new tokens (decodes come first, one token each)");
     }
     if (limits_.block_size > 0) {
-      const std::int64_t blocks = (c.seq_lens[r] + limits_.block_size - 1) / limits_.block_size;
+      const std::int64_t blocks = blocks_for(c.seq_lens[r]);
       FF_CHECK(blocks <= c.block_table_stride, E::kInvalidArgument, "request ", r, ": seq_len ",
                c.seq_lens[r], " needs ", blocks, " blocks of ", limits_.block_size,
                ", the block table row holds ", c.block_table_stride);
@@ -146,7 +149,7 @@ std::size_t MetadataBuilder::stage(const CommonAttentionMetadata& c, std::byte* 
   if (!c.block_table_rows.empty()) {
     // Each row's ids where the kernels read them, zeros after (never read; deterministic).
     for (int r = 0; r < num_reqs; ++r) {
-      const int blocks = (c.seq_lens[r] + limits_.block_size - 1) / limits_.block_size;
+      const int blocks = blocks_for(c.seq_lens[r]);
       std::int32_t* row = table + static_cast<std::size_t>(r) * row_stride;
       std::memcpy(row, c.block_table_rows[r].data(), blocks * sizeof(std::int32_t));
       std::fill(row + blocks, row + width, 0);

@@ -475,7 +475,10 @@ std::vector<OpTime> Engine::profile_ops(const StepBatch& batch) {
   return times;
 }
 
-void Engine::synchronize() const { state_->stream.synchronize(); }
+void Engine::synchronize() const {
+  state_->stream.synchronize();
+  state_->upload_in_flight = false;  // the copy out of the upload image is done, too
+}
 const EngineSpec& Engine::spec() const { return state_->spec; }
 const MemoryPlan& Engine::plan() const { return state_->plan; }
 const CaptureReport& Engine::capture_report() const { return state_->report; }

@@ -2,5 +2,5 @@
 #include "paged_decode/decode_dispatch.cuh"
 
 namespace freezeframe::paged_decode {
-template void launch_decode_for_head_size<64>(const DecodeParams&, DType, DType, int, cudaStream_t);
+template DecodeKernel decode_kernel_for_head_size<64>(DType, DType, int);
 }  // namespace freezeframe::paged_decode

@@ -40,15 +40,29 @@ __global__ void combine_kernel(const __grid_constant__ DecodeParams p, int head_
 
 }  // namespace
 
+DecodeKernel decode_kernel(DType dtype, DType kv_dtype, int head_size, int heads_per_cta) {
+  switch (head_size) {
+    case 64: return decode_kernel_for_head_size<64>(dtype, kv_dtype, heads_per_cta);
+    case 128: return decode_kernel_for_head_size<128>(dtype, kv_dtype, heads_per_cta);
+    case 256: return decode_kernel_for_head_size<256>(dtype, kv_dtype, heads_per_cta);
+  }
+  FF_THROW(ErrorCode::kUnsupported, "paged_decode: no kernel for head size ", head_size);
+}
+
 void launch_decode(const DecodeParams& p, DType dtype, DType kv_dtype, int head_size,
                    int heads_per_cta, cudaStream_t stream) {
   if (p.num_rows == 0) return;
-  switch (head_size) {
-    case 64: return launch_decode_for_head_size<64>(p, dtype, kv_dtype, heads_per_cta, stream);
-    case 128: return launch_decode_for_head_size<128>(p, dtype, kv_dtype, heads_per_cta, stream);
-    case 256: return launch_decode_for_head_size<256>(p, dtype, kv_dtype, heads_per_cta, stream);
-  }
-  FF_THROW(ErrorCode::kUnsupported, "paged_decode: no kernel for head size ", head_size);
+  const DecodeKernel kernel = decode_kernel(dtype, kv_dtype, head_size, heads_per_cta);
+  const dim3 grid(p.num_splits, p.num_heads / heads_per_cta, p.num_rows);
+  kernel<<<grid, kThreads, 0, stream>>>(p);
+  FF_CHECK_LAUNCH();
+}
+
+int resident_ctas_per_sm(DType dtype, DType kv_dtype, int head_size, int heads_per_cta) {
+  int ctas = 0;
+  FF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &ctas, decode_kernel(dtype, kv_dtype, head_size, heads_per_cta), kThreads, 0));
+  return ctas;
 }
 
 void launch_combine(const DecodeParams& p, DType dtype, int head_size, cudaStream_t stream) {

@@ -42,7 +42,15 @@ class PagedDecodeImpl final : public AttentionImpl {
   PagedDecodeImpl(const AttentionParams& params, DcpGroup dcp)
       : AttentionImpl(params, dcp),
         heads_per_cta_(heads_per_cta(params.num_heads / params.num_kv_heads)),
-        policy_(DecodeSplitPolicy::for_current_device()) {}
+        policy_(DecodeSplitPolicy::for_current_device()) {
+    // The split count (and so the workspace) follows this kernel's occupancy: read it once
+    // here, so that planning and every forward agree. f16 and bf16 queries compile alike.
+    if (has_gpu()) {
+      const DType kv = params.kv_cache_dtype;
+      policy_.resident_ctas_per_sm = paged_decode::resident_ctas_per_sm(
+          kv == DType::kF16 ? DType::kF16 : DType::kBF16, kv, params.head_size, heads_per_cta_);
+    }
+  }
 
   bool can_return_lse_for_decode() const override { return true; }
   bool fused_output_quant_supported(const QuantKey&) const override { return false; }

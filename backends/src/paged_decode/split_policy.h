@@ -1,9 +1,10 @@
 #pragma once
 // How many KV splits a decode step gets. The count depends only on the step's row count, the
-// CTAs per row and the device, never on sequence lengths, so a captured graph's launch is
-// right for any lengths it replays with.
+// CTAs per row, the device and the deployment's longest sequence, never on the step's
+// sequence lengths, so a captured graph's launch is right for any lengths it replays with.
 
 #include <algorithm>
+#include <limits>
 
 #include "paged_decode/decode_params.h"
 
@@ -12,24 +13,46 @@ namespace freezeframe {
 struct DecodeSplitPolicy {
   int sm_count = 132;  ///< H100 SXM / H200
   int max_splits = paged_decode::kMaxSplits;
-  /// CTAs per SM the launch aims for in total: enough waves that the last, partial wave of a
-  /// multi-wave launch costs little (about 3 CTAs of the decode kernel fit on an SM at once).
-  int ctas_per_sm = 16;
+  /// CTAs of the decode kernel an SM holds at once (its occupancy: 3 for head size 128 on
+  /// the H200); the impl reads it from the device for its own kernel.
+  int resident_ctas_per_sm = 3;
+  /// A split's fixed cost (starting up, writing its partial state, its share of the combine),
+  /// in 16-token tiles of KV read.
+  int split_cost_tiles = 4;
+  /// A split covers at least this many positions of the longest sequence the step may hold.
+  int min_tokens_per_split = 256;
 
   /// Reads the current device's multiprocessor count (132 assumed without a GPU).
   static DecodeSplitPolicy for_current_device();
 
-  /// A split covers at least this many positions of the longest sequence the step may hold.
-  int min_tokens_per_split = 256;
+  /// At most about this many CTAs per SM in total: real sequences are usually far shorter
+  /// than the longest the deployment allows, and each split beyond what fills the GPU costs
+  /// them its fixed overhead.
+  int ctas_per_sm = 16;
 
-  /// Splits that bring the launch to about ctas_per_sm CTAs per SM, and no more than the
-  /// longest possible sequence (max_seq_tokens: the block table's row length × the block size,
-  /// a property of the deployment, not of the step) can use.
+  /// Among the split counts that keep the launch within ctas_per_sm CTAs per SM and that the
+  /// longest possible sequence can use (max_seq_tokens: the block table's row length × the
+  /// block size, a property of the deployment), the one that minimises the modelled time of
+  /// a launch of such sequences: waves of resident CTAs (a partial last wave leaves bandwidth
+  /// unused) × the tiles a CTA reads plus its fixed cost. Ties go to fewer splits.
   [[nodiscard]] int splits(int rows, int ctas_per_row, long max_seq_tokens) const {
     const long ctas = std::max(1L, static_cast<long>(rows) * ctas_per_row);
-    const long wanted = (static_cast<long>(ctas_per_sm) * sm_count + ctas - 1) / ctas;
+    const long slots = std::max(1L, static_cast<long>(sm_count) * resident_ctas_per_sm);
+    const long tiles = std::max(1L, (max_seq_tokens + 15) / 16);
     const long useful = (max_seq_tokens + min_tokens_per_split - 1) / min_tokens_per_split;
-    return static_cast<int>(std::clamp(std::min(wanted, useful), 1L, static_cast<long>(max_splits)));
+    const long filling = (static_cast<long>(ctas_per_sm) * sm_count + ctas - 1) / ctas;
+    const long most = std::clamp(std::min({useful, filling, static_cast<long>(max_splits)}), 1L,
+                                 static_cast<long>(max_splits));
+    long best = 1, best_cost = std::numeric_limits<long>::max();
+    for (long s = 1; s <= most; ++s) {
+      const long waves = (ctas * s + slots - 1) / slots;
+      const long cost = waves * ((tiles + s - 1) / s + split_cost_tiles);
+      if (cost < best_cost) {
+        best = s;
+        best_cost = cost;
+      }
+    }
+    return static_cast<int>(best);
   }
 };
 

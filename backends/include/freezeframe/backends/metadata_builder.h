@@ -69,7 +69,15 @@ class MetadataBuilder {
   void validate(const CommonAttentionMetadata& common) const;
   [[nodiscard]] bool compact() const { return layout_.compact_table != layout_.block_table; }
 
+  /// ceil(len / block size), by a shift where the block size is a power of two (it runs for
+  /// every request of every step).
+  [[nodiscard]] int blocks_for(int len) const {
+    return block_shift_ >= 0 ? (len + limits_.block_size - 1) >> block_shift_
+                             : (len + limits_.block_size - 1) / limits_.block_size;
+  }
+
   BatchLimits limits_;
+  int block_shift_ = -1;  ///< log2(block size), or −1 (not a power of two, or unknown)
   GraphSupport support_;
   Layout layout_;
   DeviceBuffer owned_;          // only when no device memory was given

@@ -126,7 +126,8 @@ class Engine {
   /// Enqueues one step on stream(). Throws kInvalidArgument before launching anything when the
   /// batch breaks the spec's limits (validate_step), leaving every buffer as it was.
   StepResult step(const StepBatch& batch, const StepOptions& options = {});
-  /// Waits for every step enqueued so far.
+  /// Waits for every step enqueued so far (so the next step need not ask whether its
+  /// staging buffer is free).
   void synchronize() const;
   /// Runs `batch` eagerly with a CUDA event between every two ops and returns each op's device
   /// time, in program order: a profile without a profiler (the events add a little time).
