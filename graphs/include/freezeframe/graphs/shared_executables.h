@@ -8,7 +8,9 @@
 // under one group share an executable whenever cudaGraphExecUpdate accepts them; launching a
 // graph that its executable does not hold updates the executable first (tens of µs for a
 // dozen nodes), launching the one it holds costs a plain launch. Updates leave launches
-// already enqueued untouched, so nothing waits for the device.
+// already enqueued untouched, so nothing waits for the device. A graph of another shape is
+// told apart by the update CUDA refuses (cudaErrorGraphExecUpdateFailure, cleared at once),
+// which compute-sanitizer lists as an API error.
 
 #include <cuda_runtime_api.h>
 
