@@ -89,9 +89,11 @@ void MetadataBuilder::validate(const CommonAttentionMetadata& c) const {
   const bool rows = !c.block_table_rows.empty();
   if (rows) {
     FF_CHECK(c.block_table.empty(), E::kInvalidArgument,
-             "give the block table either flat (block_table) or by rows (block_table_rows), not both");
+             "give the block table either flat (block_table) or by rows (block_table_rows), "
+             "not both");
     FF_CHECK(static_cast<int>(c.block_table_rows.size()) == num_reqs, E::kInvalidArgument,
-             "block_table_rows has ", c.block_table_rows.size(), " rows, expected num_reqs = ", num_reqs);
+             "block_table_rows has ", c.block_table_rows.size(), " rows, expected num_reqs = ",
+             num_reqs);
     FF_CHECK(limits_.block_size > 0, E::kInvalidArgument,
              "block_table_rows needs BatchLimits::block_size to know how many ids a row needs");
   } else {
@@ -137,7 +139,8 @@ std::size_t MetadataBuilder::stage(const CommonAttentionMetadata& c, std::byte* 
   auto* slots = reinterpret_cast<std::int64_t*>(image + layout_.slot_mapping);
   // A compact table holds this step's rows back to back; a short one is copied whole, so
   // its rows sit at the fixed stride already.
-  auto* table = reinterpret_cast<std::int32_t*>(image + (compact() ? layout_.compact_table : layout_.block_table));
+  const std::size_t table_offset = compact() ? layout_.compact_table : layout_.block_table;
+  auto* table = reinterpret_cast<std::int32_t*>(image + table_offset);
   const int row_stride = compact() ? width : stride;
 
   *reinterpret_cast<std::int32_t*>(image + layout_.compact_width) = width;
@@ -151,15 +154,17 @@ std::size_t MetadataBuilder::stage(const CommonAttentionMetadata& c, std::byte* 
     for (int r = 0; r < num_reqs; ++r) {
       const int blocks = blocks_for(c.seq_lens[r]);
       std::int32_t* row = table + static_cast<std::size_t>(r) * row_stride;
-      std::memcpy(row, c.block_table_rows[r].data(), blocks * sizeof(std::int32_t));
+      if (blocks > 0) std::memcpy(row, c.block_table_rows[r].data(), blocks * sizeof(std::int32_t));
       std::fill(row + blocks, row + width, 0);
     }
   } else if (row_stride == width) {
-    std::memcpy(table, c.block_table.data(), static_cast<std::size_t>(num_reqs) * width * sizeof(std::int32_t));
+    std::memcpy(table, c.block_table.data(),
+                static_cast<std::size_t>(num_reqs) * width * sizeof(std::int32_t));
   } else {
     for (int r = 0; r < num_reqs; ++r) {
       std::memcpy(table + static_cast<std::size_t>(r) * row_stride,
-                  c.block_table.data() + static_cast<std::size_t>(r) * width, width * sizeof(std::int32_t));
+                  c.block_table.data() + static_cast<std::size_t>(r) * width,
+                  width * sizeof(std::int32_t));
     }
   }
 
@@ -178,7 +183,6 @@ std::size_t MetadataBuilder::stage(const CommonAttentionMetadata& c, std::byte* 
   // The host copies are the image's own (valid until the next stage into it).
   m.query_start_loc_host = {qsl, static_cast<std::size_t>(num_reqs) + 1};
   m.seq_lens_host = {seq_lens, static_cast<std::size_t>(num_reqs)};
-  const std::size_t table_offset = compact() ? layout_.compact_table : layout_.block_table;
   return table_offset + static_cast<std::size_t>(num_reqs) * row_stride * sizeof(std::int32_t);
 }
 

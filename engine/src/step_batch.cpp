@@ -17,7 +17,10 @@ using E = ErrorCode;
 class Blocks {
  public:
   explicit Blocks(int block_size)
-      : size_(block_size), shift_((block_size & (block_size - 1)) == 0 ? std::countr_zero(unsigned(block_size)) : -1) {}
+      : size_(block_size),
+        shift_(block_size > 0 && (block_size & (block_size - 1)) == 0
+                   ? std::countr_zero(static_cast<unsigned>(block_size))
+                   : -1) {}
   /// Blocks that `len` tokens take.
   [[nodiscard]] int count(std::int64_t len) const {
     return static_cast<int>(shift_ >= 0 ? (len + size_ - 1) >> shift_ : (len + size_ - 1) / size_);
