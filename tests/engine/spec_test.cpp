@@ -121,6 +121,13 @@ TEST(Spec, CaptureLadderIsCappedByTokensAndFollowsMaxCaptureSize) {
   const EngineSpec own = parse_spec(std::string(kTiny) +
                                     "cuda_graphs:\n  share_piecewise_executables: false\n");
   EXPECT_FALSE(own.cuda_graphs.share_piecewise_executables);
+  // kTiny has 9 lines, so the option's value sits on line 11, column 32.
+  const std::string msg = message_of(std::string(kTiny) +
+                                     "cuda_graphs:\n  share_piecewise_executables: sometimes\n");
+  EXPECT_NE(msg.find("inline.yaml:11:32: cuda_graphs.share_piecewise_executables: expected true "
+                     "or false, got 'sometimes'"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(Spec, SlidingWindowPatternAlternatesLikeGemma2) {
