@@ -1,7 +1,6 @@
 #include "freezeframe/backends/metadata_builder.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 
 #include "freezeframe/core/error.h"
@@ -53,17 +52,16 @@ std::size_t MetadataBuilder::device_bytes(const BatchLimits& limits) {
 MetadataBuilder::MetadataBuilder(const BatchLimits& limits, GraphSupport support,
                                  void* device_memory)
     : limits_(limits),
+      block_size_(limits.block_size),
       support_(support),
       layout_(layout_for(limits)),
-      staging_(layout_.compact_table != layout_.block_table ? layout_.block_table : layout_.total),
+      staging_(image_bytes()),
       staging_free_(false) {
   if (device_memory == nullptr) {
     owned_ = DeviceBuffer(layout_.total);
     device_memory = owned_.data();
   }
   device_ = static_cast<std::byte*>(device_memory);
-  const int bs = limits.block_size;
-  if (bs > 0 && (bs & (bs - 1)) == 0) block_shift_ = std::countr_zero(static_cast<unsigned>(bs));
 }
 
 void MetadataBuilder::validate(const CommonAttentionMetadata& c) const {
@@ -114,7 +112,7 @@ void MetadataBuilder::validate(const CommonAttentionMetadata& c) const {
                " new tokens (decodes come first, one token each)");
     }
     if (limits_.block_size > 0) {
-      const std::int64_t blocks = blocks_for(c.seq_lens[r]);
+      const std::int64_t blocks = block_size_.blocks(c.seq_lens[r]);
       FF_CHECK(blocks <= c.block_table_stride, E::kInvalidArgument, "request ", r, ": seq_len ",
                c.seq_lens[r], " needs ", blocks, " blocks of ", limits_.block_size,
                ", the block table row holds ", c.block_table_stride);
@@ -152,7 +150,7 @@ std::size_t MetadataBuilder::stage(const CommonAttentionMetadata& c, std::byte* 
   if (!c.block_table_rows.empty()) {
     // Each row's ids where the kernels read them, zeros after (never read; deterministic).
     for (int r = 0; r < num_reqs; ++r) {
-      const int blocks = blocks_for(c.seq_lens[r]);
+      const int blocks = block_size_.blocks(c.seq_lens[r]);
       std::int32_t* row = table + static_cast<std::size_t>(r) * row_stride;
       if (blocks > 0) std::memcpy(row, c.block_table_rows[r].data(), blocks * sizeof(std::int32_t));
       std::fill(row + blocks, row + width, 0);

@@ -196,7 +196,7 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
                metadata_base - (token_base + inputs_end) < 4096,
            E::kInternal, "the plan does not put the first builder's metadata right after the inputs");
   s.metadata_offset = static_cast<std::size_t>(metadata_base - token_base);
-  s.upload_image = PinnedBuffer(s.metadata_offset + MetadataBuilder::device_bytes(batch));
+  s.upload_image = PinnedBuffer(s.metadata_offset + s.builders.front()->image_bytes());
 
   s.runner->init_weights(s.options.weight_seed, stream);
   const MemoryRegion& cache = s.plan.region("kv_cache");

@@ -1,9 +1,9 @@
 #include "freezeframe/engine/step_batch.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 
+#include "freezeframe/core/block_size.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/spec.h"
 
@@ -12,29 +12,11 @@ namespace {
 
 using E = ErrorCode;
 
-/// Block arithmetic of one step. Block sizes are powers of two (the spec insists), so shifts
-/// and masks replace divisions, which this does for every request and token of every step.
-class Blocks {
- public:
-  explicit Blocks(int block_size)
-      : size_(block_size),
-        shift_(block_size > 0 && (block_size & (block_size - 1)) == 0
-                   ? std::countr_zero(static_cast<unsigned>(block_size))
-                   : -1) {}
-  /// Blocks that `len` tokens take.
-  [[nodiscard]] int count(std::int64_t len) const {
-    return static_cast<int>(shift_ >= 0 ? (len + size_ - 1) >> shift_ : (len + size_ - 1) / size_);
-  }
-  /// Cache slot of position `pos` of request `r`.
-  [[nodiscard]] std::int64_t slot(const StepRequest& r, std::int32_t pos) const {
-    if (shift_ >= 0) return (std::int64_t(r.block_ids[pos >> shift_]) << shift_) | (pos & (size_ - 1));
-    return std::int64_t(r.block_ids[pos / size_]) * size_ + pos % size_;
-  }
-
- private:
-  int size_;
-  int shift_;  ///< −1 when size_ is not a power of two
-};
+/// Cache slot of position `pos` of request `r`.
+std::int64_t slot_of(const StepRequest& r, std::int32_t pos, const BlockSize& block_size) {
+  return std::int64_t(r.block_ids[block_size.block_of(pos)]) * block_size.size() +
+         block_size.offset_in_block(pos);
+}
 
 }  // namespace
 
@@ -54,7 +36,7 @@ StepShape validate_step(const StepBatch& batch, const StepLimits& limits) {
   const int num_reqs = static_cast<int>(batch.requests.size());
   FF_CHECK(num_reqs >= 1 && num_reqs <= limits.max_num_seqs, E::kInvalidArgument, "a step has ",
            num_reqs, " requests; it needs 1 to max_num_seqs = ", limits.max_num_seqs);
-  const Blocks blocks(limits.block_size);
+  const BlockSize block_size(limits.block_size);
   StepShape shape;
   shape.num_reqs = num_reqs;
   bool decodes_over = false;
@@ -71,7 +53,7 @@ StepShape validate_step(const StepBatch& batch, const StepLimits& limits) {
     } else {
       decodes_over = true;
     }
-    const int needed = blocks.count(r.seq_len);
+    const int needed = block_size.blocks(r.seq_len);
     FF_CHECK(static_cast<std::int64_t>(r.block_ids.size()) >= needed, E::kInvalidArgument,
              "request ", i, ": seq_len ", r.seq_len, " needs ", needed, " blocks of ",
              limits.block_size, ", its block table has ", r.block_ids.size());
@@ -99,7 +81,7 @@ StepShape validate_step(const StepBatch& batch, const StepLimits& limits) {
     for (int i = 0; i < num_reqs; ++i) {
       const StepRequest& r = batch.requests[i];
       for (std::int64_t pos = r.seq_len - r.query_len; pos < r.seq_len; ++pos, ++row) {
-        const std::int64_t want = blocks.slot(r, pos);
+        const std::int64_t want = slot_of(r, pos, block_size);
         FF_CHECK(batch.slot_mapping[row] == want, E::kInvalidArgument, "slot_mapping[", row,
                  "] = ", batch.slot_mapping[row], " but request ", i, "'s block table puts position ",
                  pos, " in slot ", want);
@@ -127,7 +109,7 @@ StepShape validate_step(const StepBatch& batch, const StepLimits& limits) {
 void StepMetadata::assign(const StepBatch& batch, const StepLimits& limits, int padded_tokens,
                           int padded_reqs) {
   const int num_reqs = static_cast<int>(batch.requests.size());
-  const Blocks blocks(limits.block_size);
+  const BlockSize block_size(limits.block_size);
   int tokens = 0, decodes = 0;
   for (const StepRequest& r : batch.requests) tokens += r.query_len;
   while (decodes < num_reqs && batch.requests[decodes].query_len == 1) ++decodes;
@@ -136,7 +118,7 @@ void StepMetadata::assign(const StepBatch& batch, const StepLimits& limits, int 
            padded_tokens, " tokens and ", padded_reqs, " requests");
   int stride = 1;
   for (const StepRequest& r : batch.requests) {
-    stride = std::max(stride, blocks.count(r.seq_len));
+    stride = std::max(stride, block_size.blocks(r.seq_len));
   }
   block_table_stride_ = stride;
   num_tokens_ = padded_tokens;
@@ -152,7 +134,7 @@ void StepMetadata::assign(const StepBatch& batch, const StepLimits& limits, int 
     query_start_loc_[i + 1] = query_start_loc_[i] + r.query_len;
     rows_[i] = r.block_ids;
     for (std::int32_t pos = r.seq_len - r.query_len; pos < r.seq_len; ++pos, ++row) {
-      slot_mapping_[row] = batch.slot_mapping.empty() ? blocks.slot(r, pos)
+      slot_mapping_[row] = batch.slot_mapping.empty() ? slot_of(r, pos, block_size)
                                                       : batch.slot_mapping[row];
     }
   }

@@ -462,10 +462,14 @@ TEST(MetadataBuilder, BlockTableByRowsEqualsFlat) {
       std::copy_n(rows[r].begin(), blocks, flat.begin() + r * width);
     }
     std::vector<std::span<const std::int32_t>> row_spans(rows.begin(), rows.end());
-    CommonAttentionMetadata by_rows{.query_start_loc = qsl, .seq_lens = seq_lens,
-                                    .block_table_stride = width, .slot_mapping = slots,
-                                    .num_tokens = 5, .num_decodes = 5};
+    CommonAttentionMetadata by_rows;
+    by_rows.query_start_loc = qsl;
+    by_rows.seq_lens = seq_lens;
+    by_rows.block_table_stride = width;
     by_rows.block_table_rows = row_spans;
+    by_rows.slot_mapping = slots;
+    by_rows.num_tokens = 5;
+    by_rows.num_decodes = 5;
     CommonAttentionMetadata by_flat = by_rows;
     by_flat.block_table_rows = {};
     by_flat.block_table = flat;

@@ -17,6 +17,7 @@
 
 #include "freezeframe/backends/attention_metadata.h"
 #include "freezeframe/backends/graph_support.h"
+#include "freezeframe/core/block_size.h"
 #include "freezeframe/core/cuda_handles.h"
 
 namespace freezeframe {
@@ -31,14 +32,19 @@ class MetadataBuilder {
   MetadataBuilder(const MetadataBuilder&) = delete;
   MetadataBuilder& operator=(const MetadataBuilder&) = delete;
 
-  /// Device bytes the persistent buffers need for `limits` (also the image's size).
+  /// Device bytes the persistent buffers need for `limits`.
   [[nodiscard]] static std::size_t device_bytes(const BatchLimits& limits);
+  /// The leading bytes of the device buffers that stage() may write (the rest, a long
+  /// table's fixed-stride rows, only finish() fills): the size an image needs.
+  [[nodiscard]] std::size_t image_bytes() const {
+    return compact() ? layout_.block_table : layout_.total;
+  }
 
   [[nodiscard]] GraphSupport graph_support() const { return support_; }
   [[nodiscard]] const BatchLimits& limits() const { return limits_; }
 
   /// Validates `common` against the limits (throws, touching nothing, when it does not fit)
-  /// and writes it into `image`, host memory of device_bytes(limits) laid out like the device
+  /// and writes it into `image`, host memory of image_bytes() laid out like the device
   /// buffers. Returns how many leading bytes of the image the step uses: copy those to the
   /// device buffers before finish() runs. metadata() describes the step from then on.
   std::size_t stage(const CommonAttentionMetadata& common, std::byte* image);
@@ -69,15 +75,8 @@ class MetadataBuilder {
   void validate(const CommonAttentionMetadata& common) const;
   [[nodiscard]] bool compact() const { return layout_.compact_table != layout_.block_table; }
 
-  /// ceil(len / block size), by a shift where the block size is a power of two (it runs for
-  /// every request of every step).
-  [[nodiscard]] int blocks_for(int len) const {
-    return block_shift_ >= 0 ? (len + limits_.block_size - 1) >> block_shift_
-                             : (len + limits_.block_size - 1) / limits_.block_size;
-  }
-
   BatchLimits limits_;
-  int block_shift_ = -1;  ///< log2(block size), or −1 (not a power of two, or unknown)
+  BlockSize block_size_;  ///< limits_.block_size, for the per-request arithmetic
   GraphSupport support_;
   Layout layout_;
   DeviceBuffer owned_;          // only when no device memory was given
