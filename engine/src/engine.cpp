@@ -38,6 +38,8 @@ struct Segment {
   int end = 0;
   bool graph = true;
   std::string label;  ///< NVTX payload: "piece=3", "layer=7"
+  /// Piecewise graphs of segments in one group may share executables (see PiecewiseSharing).
+  int sharing_group = 0;
 };
 
 /// The spec asks for things the engine does not run: refuse before allocating anything.
@@ -230,6 +232,9 @@ void Engine::State::build_segments() {
     full_segments.push_back({0, n, true, ""});
   }
   int piece = 0;
+  // Pieces with the same ops (a decoder's middle pieces: one layer's tail, the next one's
+  // head) capture graphs of one shape, so they may share executables across layers too.
+  std::map<std::string, int> groups_by_ops;
   for (int i = 0; i < n;) {
     if (runner->is_attention(i)) {
       piecewise_segments.push_back({i, i + 1, false, ""});
@@ -237,8 +242,12 @@ void Engine::State::build_segments() {
       continue;
     }
     int j = i;
-    while (j < n && !runner->is_attention(j)) ++j;
-    piecewise_segments.push_back({i, j, true, "piece=" + std::to_string(piece++)});
+    std::string ops;
+    for (; j < n && !runner->is_attention(j); ++j) (ops += runner->op_name(j)) += ',';
+    const int group = spec.cuda_graphs.piecewise_sharing == PiecewiseSharing::kAcrossLayers
+                          ? groups_by_ops.emplace(ops, piece).first->second
+                          : piece;
+    piecewise_segments.push_back({i, j, true, "piece=" + std::to_string(piece++), group});
     i = j;
   }
 }
@@ -372,9 +381,9 @@ void Engine::State::capture_one(const BatchDescriptor& d, RuntimeMode mode) {
       full.emplace_back(graph);
       full.back().upload(s);
     } else {
-      // Piece k of every size in one group; a group of its own when not shared.
-      const int group = spec.cuda_graphs.share_piecewise_executables
-                            ? static_cast<int>(k)
+      // A group of its own when not shared.
+      const int group = spec.cuda_graphs.piecewise_sharing != PiecewiseSharing::kNone
+                            ? segment.sharing_group
                             : static_cast<int>(segments.size()) + piecewise_executables.num_graphs();
       pieces.push_back(piecewise_executables.add(group, std::move(graph), s));
     }

@@ -65,6 +65,8 @@ const std::vector<std::string> kModelDTypes = {"bf16", "f16", "f32", "bfloat16",
                                                "float32"};
 const std::vector<std::string> kCacheDTypes = {"auto",     "bf16",     "f16",     "fp8",
                                                "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"};
+const std::vector<std::string> kSharings = {"across_layers", "across_sizes", "none", "true",
+                                            "false"};
 const std::vector<std::string> kGraphModes = {"none", "piecewise", "full", "full_decode_only",
                                               "full_and_piecewise"};
 
@@ -484,8 +486,10 @@ void SpecParser::parse_cuda_graphs(const YAML::Node& g) {
     graphs.mode = parse_graph_mode(*v).value_or(CudaGraphMode::kFullAndPiecewise);
   }
   if (auto v = r_.read_bool(g, "layer_by_layer", "cuda_graphs")) graphs.layer_by_layer = *v;
-  if (auto v = r_.read_bool(g, "share_piecewise_executables", "cuda_graphs")) {
-    graphs.share_piecewise_executables = *v;
+  if (auto v = r_.read_choice(g, "share_piecewise_executables", "cuda_graphs", kSharings)) {
+    graphs.piecewise_sharing = *v == "across_sizes"             ? PiecewiseSharing::kAcrossSizes
+                               : (*v == "none" || *v == "false") ? PiecewiseSharing::kNone
+                                                                 : PiecewiseSharing::kAcrossLayers;
   }
   if (auto v = r_.read_int(g, "max_capture_size", "cuda_graphs", 1, 1 << 24)) {
     max_capture_size_ = static_cast<int>(*v);

@@ -23,11 +23,18 @@ int SharedExecutables::add(int group, CudaGraph graph, cudaStream_t stream) {
   FF_CHECK(!graph.empty(), ErrorCode::kInvalidArgument, "SharedExecutables::add of an empty graph");
   const int handle = static_cast<int>(graphs_.size());
   graphs_.push_back({std::move(graph), -1});
+  // The executable the group's previous graph joined fits most often (a decoder's middle
+  // pieces of one batch size come one after another), so it is tried first.
+  const auto last = last_joined_.find(group);
+  const int first = last == last_joined_.end() ? -1 : last->second;
+  auto join = [&](int e) {
+    graphs_[handle].executable = e;
+    last_joined_[group] = e;
+    return handle;
+  };
+  if (first >= 0 && try_update(first, handle)) return join(first);
   for (int e = 0; e < num_executables(); ++e) {
-    if (executables_[e].group == group && try_update(e, handle)) {
-      graphs_[handle].executable = e;
-      return handle;
-    }
+    if (e != first && executables_[e].group == group && try_update(e, handle)) return join(e);
   }
   Executable x;
   x.exec = GraphExec(graphs_[handle].graph);
@@ -35,8 +42,7 @@ int SharedExecutables::add(int group, CudaGraph graph, cudaStream_t stream) {
   x.group = group;
   x.holds = handle;
   executables_.push_back(std::move(x));
-  graphs_[handle].executable = num_executables() - 1;
-  return handle;
+  return join(num_executables() - 1);
 }
 
 void SharedExecutables::launch(int handle, cudaStream_t stream) {
@@ -53,6 +59,7 @@ void SharedExecutables::launch(int handle, cudaStream_t stream) {
 void SharedExecutables::clear() {
   executables_.clear();
   graphs_.clear();
+  last_joined_.clear();
 }
 
 }  // namespace freezeframe

@@ -158,7 +158,8 @@ TEST(Engine, GraphCountMatchesTheSpec) {
   EXPECT_EQ(report.captured[5].descriptor, (BatchDescriptor{16, 0, false}));
   EXPECT_EQ(report.captured[5].graphs, 3);
   for (const CapturedGraphInfo& info : report.captured) EXPECT_GT(info.nodes, 0u);
-  // Piece k of every size shares executables: at least one per piece, fewer than the graphs.
+  // Piece k of every size shares executables (a 2-layer model's three pieces all differ, so
+  // none is shared across layers): at least one per piece, fewer than the graphs.
   EXPECT_GE(engine.num_executables(), 5 + 3);
   EXPECT_LT(engine.num_executables(), engine.num_graphs());
 
@@ -177,6 +178,40 @@ TEST(Engine, GraphCountMatchesTheSpec) {
     EXPECT_EQ(shared_step.mode, RuntimeMode::kPiecewise);
     EXPECT_EQ(own_step.mode, RuntimeMode::kPiecewise);
     EXPECT_TRUE(same_bits(shared_logits, logits_of(own, own_step))) << decodes << " decodes";
+  }
+}
+
+TEST(Engine, PiecewiseExecutablesAreSharedAcrossLayers) {
+  FF_REQUIRE_GPU();
+  // Four layers: five pieces a size, the three middle ones (a layer's tail and the next
+  // one's head) with the same ops.
+  auto spec_with = [](const std::string& sharing) {
+    std::string text = tiny_spec("paged_decode", "  mode: piecewise\n"
+                                                 "  capture_sizes: [1, 2, 4, 8, 16]\n"
+                                                 "  share_piecewise_executables: " + sharing + "\n");
+    text.replace(text.find("num_layers: 2"), 13, "num_layers: 4");
+    return parse_spec(text);
+  };
+  Engine layers(spec_with("across_layers")), sizes(spec_with("across_sizes")), own(spec_with("none"));
+  for (const Engine* e : {&layers, &sizes, &own}) EXPECT_EQ(e->num_graphs(), 5 * 5);
+  EXPECT_EQ(own.num_executables(), 5 * 5);
+  EXPECT_GE(sizes.num_executables(), 5);
+  EXPECT_LT(sizes.num_executables(), 5 * 5);
+  EXPECT_GE(layers.num_executables(), 3);
+  EXPECT_LT(layers.num_executables(), sizes.num_executables());
+
+  // Every step switches the shared executables between layers (and sizes); the logits stay
+  // those of graphs with executables of their own, bit for bit.
+  std::mt19937 rng(11);
+  for (const int decodes : {0, 9, 2, 13, 5, 1}) {
+    const TestBatch batch(random_shape(decodes, 1, 3, 150, rng), 16, own.limits().num_blocks, rng);
+    const StepResult own_step = own.step(batch.batch());
+    const std::vector<float> want = logits_of(own, own_step);
+    for (Engine* e : {&layers, &sizes}) {
+      const StepResult step = e->step(batch.batch());
+      EXPECT_EQ(step.mode, RuntimeMode::kPiecewise);
+      EXPECT_TRUE(same_bits(want, logits_of(*e, step))) << decodes << " decodes";
+    }
   }
 }
 

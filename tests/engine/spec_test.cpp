@@ -102,7 +102,7 @@ TEST(Spec, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(sizes[34], 256);
   EXPECT_EQ(sizes.back(), 512);
   EXPECT_EQ(spec.cuda_graphs.max_capture_size, 512);
-  EXPECT_TRUE(spec.cuda_graphs.share_piecewise_executables);
+  EXPECT_EQ(spec.cuda_graphs.piecewise_sharing, PiecewiseSharing::kAcrossLayers);
   EXPECT_FALSE(spec.cuda_graphs.layer_by_layer);
 }
 
@@ -120,12 +120,15 @@ TEST(Spec, CaptureLadderIsCappedByTokensAndFollowsMaxCaptureSize) {
   EXPECT_EQ(none.cuda_graphs.max_capture_size, 0);
   const EngineSpec own = parse_spec(std::string(kTiny) +
                                     "cuda_graphs:\n  share_piecewise_executables: false\n");
-  EXPECT_FALSE(own.cuda_graphs.share_piecewise_executables);
+  EXPECT_EQ(own.cuda_graphs.piecewise_sharing, PiecewiseSharing::kNone);
+  const EngineSpec by_size = parse_spec(std::string(kTiny) +
+                                        "cuda_graphs:\n  share_piecewise_executables: across_sizes\n");
+  EXPECT_EQ(by_size.cuda_graphs.piecewise_sharing, PiecewiseSharing::kAcrossSizes);
   // kTiny has 9 lines, so the option's value sits on line 11, column 32.
   const std::string msg = message_of(std::string(kTiny) +
                                      "cuda_graphs:\n  share_piecewise_executables: sometimes\n");
-  EXPECT_NE(msg.find("inline.yaml:11:32: cuda_graphs.share_piecewise_executables: expected true "
-                     "or false, got 'sometimes'"),
+  EXPECT_NE(msg.find("inline.yaml:11:32: cuda_graphs.share_piecewise_executables: expected one "
+                     "of across_layers, across_sizes, none, true, false; got 'sometimes'"),
             std::string::npos)
       << msg;
 }

@@ -97,6 +97,14 @@ struct SchedulerSpec {
 };
 
 
+/// Which piecewise graphs share a CUDA executable (each costs device memory; launching a graph
+/// its executable does not hold updates the executable first).
+enum class PiecewiseSharing {
+  kNone,          ///< one executable per graph
+  kAcrossSizes,   ///< piece k of every batch size
+  kAcrossLayers,  ///< also every piece with the same ops, such as a decoder's middle pieces
+};
+
 struct CudaGraphSpec {
   CudaGraphMode mode = CudaGraphMode::kFullAndPiecewise;
   std::vector<int> capture_sizes;   ///< resolved: explicit, or the default ladder (ascending)
@@ -105,9 +113,9 @@ struct CudaGraphSpec {
   /// Profiling: full graphs as one graph per layer, each replayed inside its own NVTX range
   /// (ranges inside one captured graph are not replayed).
   bool layer_by_layer = false;
-  /// Piecewise graphs of one piece share an executable across batch sizes (updated when the
-  /// size changes), which keeps graph memory small; false gives each its own executable.
-  bool share_piecewise_executables = true;
+  /// cuda_graphs.share_piecewise_executables: across_layers (also true), across_sizes, or
+  /// none (also false).
+  PiecewiseSharing piecewise_sharing = PiecewiseSharing::kAcrossLayers;
 };
 
 struct DcpSpec {

@@ -1,19 +1,20 @@
 #pragma once
 // Executables shared by graphs of one shape.
 //
-// A piece of the model captured for every batch size gives graphs that differ only in their
-// nodes' parameters (grid sizes, pointers, cuBLAS kernel choice), and each executable costs
-// device memory (measured on the H200: about 110 KiB each, plus 3 KiB a kernel node, 5 KiB a
-// cuBLAS GEMM node). Graphs added
-// under one group share an executable whenever cudaGraphExecUpdate accepts them; launching a
-// graph that its executable does not hold updates the executable first (tens of µs for a
-// dozen nodes), launching the one it holds costs a plain launch. Updates leave launches
-// already enqueued untouched, so nothing waits for the device. A graph of another shape is
-// told apart by the update CUDA refuses (cudaErrorGraphExecUpdateFailure, cleared at once),
-// which compute-sanitizer lists as an API error.
+// A piece of the model captured for every batch size, or a decoder's middle piece captured for
+// every layer, gives graphs that differ only in their nodes' parameters (grid sizes, pointers,
+// cuBLAS kernel choice), and each executable costs device memory (measured on the H200: about
+// 110 KiB each, plus 3 KiB a kernel node, 5 KiB a cuBLAS GEMM node). Graphs added under one
+// group share an executable whenever cudaGraphExecUpdate accepts them; launching a graph that
+// its executable does not hold updates the executable first (tens of µs for a dozen nodes),
+// launching the one it holds costs a plain launch. Updates leave launches already enqueued
+// untouched, so nothing waits for the device. A graph of another shape is told apart by the
+// update CUDA refuses (cudaErrorGraphExecUpdateFailure, cleared at once), which
+// compute-sanitizer lists as an API error.
 
 #include <cuda_runtime_api.h>
 
+#include <unordered_map>
 #include <vector>
 
 #include "freezeframe/graphs/cuda_graph.h"
@@ -58,6 +59,7 @@ class SharedExecutables {
 
   std::vector<Executable> executables_;
   std::vector<Entry> graphs_;
+  std::unordered_map<int, int> last_joined_;  ///< group → executable its latest graph joined
   long long updates_ = 0;
 };
 
