@@ -3,9 +3,12 @@
 // first, with a progress bar), and prints per batch descriptor the mode, graphs, node count,
 // capture and instantiate time; then the totals and the device memory the graphs took.
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "arguments.h"
 #include "commands.h"
@@ -84,6 +87,14 @@ int run_capture(Args args) {
   std::printf("graph memory: %.2f MiB (free device memory after warm-up minus after capture); "
               "the warm-up loaded %.2f MiB of kernels\n",
               report.graph_device_bytes / 1048576.0, report.warmup_device_bytes / 1048576.0);
+  // Why piecewise graphs did not join an executable of their group (other shapes), most
+  // frequent first.
+  std::vector<std::pair<int, std::string>> refused;
+  for (const auto& [why, count] : report.refused_updates) refused.emplace_back(count, why);
+  std::sort(refused.rbegin(), refused.rend());
+  for (std::size_t i = 0; i < refused.size() && i < 24; ++i) {
+    std::printf("executable update refused %6d x: %s\n", refused[i].first, refused[i].second.c_str());
+  }
 
   if (!common.json_path.empty()) {
     std::ofstream out(common.json_path);

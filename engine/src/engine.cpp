@@ -344,6 +344,7 @@ void Engine::State::capture_all() {
   FF_CUDA_CHECK(cudaMemGetInfo(&free_end, &total));
   report.warmup_device_bytes = static_cast<std::int64_t>(free_start) - static_cast<std::int64_t>(free_warm);
   report.graph_device_bytes = static_cast<std::int64_t>(free_warm) - static_cast<std::int64_t>(free_end);
+  report.refused_updates = piecewise_executables.refusals();
   report.total_ms = ms_since(start);
 }
 

@@ -1,16 +1,72 @@
 #include "freezeframe/graphs/shared_executables.h"
 
+#include <string>
+#include <string_view>
+
 #include "freezeframe/core/error.h"
+#include "memset_nodes.h"
 
 namespace freezeframe {
+namespace {
 
-bool SharedExecutables::try_update(int e, int handle) {
+std::string reason_of(cudaGraphExecUpdateResult result) {
+  switch (result) {
+    case cudaGraphExecUpdateErrorTopologyChanged: return "topology changed";
+    case cudaGraphExecUpdateErrorNodeTypeChanged: return "node type changed";
+    case cudaGraphExecUpdateErrorFunctionChanged: return "function changed";
+    case cudaGraphExecUpdateErrorParametersChanged: return "parameters changed";
+    case cudaGraphExecUpdateErrorNotSupported: return "not supported";
+    case cudaGraphExecUpdateErrorUnsupportedFunctionChange: return "unsupported function change";
+    case cudaGraphExecUpdateErrorAttributesChanged: return "attributes changed";
+    default: return "refused (" + std::to_string(static_cast<int>(result)) + ")";
+  }
+}
+
+/// "kernel node <function>", "memset node", ... for a refusal's report; never throws.
+std::string describe_node(cudaGraphNode_t node) {
+  if (node == nullptr) return "no node";
+  cudaGraphNodeType type{};
+  if (cudaGraphNodeGetType(node, &type) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "a node";
+  }
+  switch (type) {
+    case cudaGraphNodeTypeKernel: {
+      cudaKernelNodeParams params{};
+      const char* name = nullptr;
+      if (cudaGraphKernelNodeGetParams(node, &params) == cudaSuccess &&
+          cudaFuncGetName(&name, params.func) == cudaSuccess && name != nullptr) {
+        return std::string("kernel node ") + name;
+      }
+      (void)cudaGetLastError();
+      return "kernel node";
+    }
+    case cudaGraphNodeTypeMemset: {
+      cudaMemsetParams m{};
+      if (cudaGraphMemsetNodeGetParams(node, &m) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return "memset node";
+      }
+      return "memset node (" + std::to_string(m.width) + " x " + std::to_string(m.height) +
+             " of " + std::to_string(m.elementSize) + " B, pitch " + std::to_string(m.pitch) +
+             ", value " + std::to_string(m.value) + ")";
+    }
+    case cudaGraphNodeTypeMemcpy: return "memcpy node";
+    default: return "node of type " + std::to_string(static_cast<int>(type));
+  }
+}
+
+}  // namespace
+
+bool SharedExecutables::try_update(int e, int handle, bool group_latest) {
   Executable& x = executables_[e];
   cudaGraphExecUpdateResultInfo info{};
   const cudaError_t status = cudaGraphExecUpdate(x.exec.get(), graphs_[handle].graph.get(), &info);
   if (status == cudaErrorGraphExecUpdateFailure) {
     (void)cudaGetLastError();  // not sticky: clear it so the next call does not report it
     x.holds = -1;              // what a failed update leaves behind is not relied on
+    ++refusals_[(group_latest ? "by the group's latest executable: " : "") + reason_of(info.result) + " at " + describe_node(info.errorNode) + " from " +
+                describe_node(info.errorFromNode)];
     return false;
   }
   FF_CUDA_CHECK(status);
@@ -21,6 +77,8 @@ bool SharedExecutables::try_update(int e, int handle) {
 
 int SharedExecutables::add(int group, CudaGraph graph, cudaStream_t stream) {
   FF_CHECK(!graph.empty(), ErrorCode::kInvalidArgument, "SharedExecutables::add of an empty graph");
+  memsets_to_kernels(graph.get());
+  const std::size_t nodes = graph.node_count();
   const int handle = static_cast<int>(graphs_.size());
   graphs_.push_back({std::move(graph), -1});
   // The executable the group's previous graph joined fits most often (a decoder's middle
@@ -32,14 +90,19 @@ int SharedExecutables::add(int group, CudaGraph graph, cudaStream_t stream) {
     last_joined_[group] = e;
     return handle;
   };
-  if (first >= 0 && try_update(first, handle)) return join(first);
+  auto fits = [&](int e, bool group_latest) {
+    return executables_[e].group == group && executables_[e].nodes == nodes &&
+           try_update(e, handle, group_latest);
+  };
+  if (first >= 0 && fits(first, true)) return join(first);
   for (int e = 0; e < num_executables(); ++e) {
-    if (e != first && executables_[e].group == group && try_update(e, handle)) return join(e);
+    if (e != first && fits(e, false)) return join(e);
   }
   Executable x;
   x.exec = GraphExec(graphs_[handle].graph);
   x.exec.upload(stream);
   x.group = group;
+  x.nodes = nodes;
   x.holds = handle;
   executables_.push_back(std::move(x));
   return join(num_executables() - 1);
@@ -60,6 +123,7 @@ void SharedExecutables::clear() {
   executables_.clear();
   graphs_.clear();
   last_joined_.clear();
+  refusals_.clear();
 }
 
 }  // namespace freezeframe

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,9 @@ struct CaptureReport {
   std::int64_t graph_device_bytes = 0;
   /// Non-empty when a capture failed: the error; the engine then runs every step eagerly.
   std::string failure;
+  /// Why piecewise graphs found executables of their sharing group that would not take them
+  /// (CUDA's reason and node, with counts): each refusal is a graph of another shape.
+  std::map<std::string, int> refused_updates;
 };
 
 struct StepOptions {

@@ -14,6 +14,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -40,6 +42,9 @@ class SharedExecutables {
   [[nodiscard]] std::size_t node_count(int handle) const { return graphs_.at(handle).graph.node_count(); }
   /// Updates of an executable to another graph since construction (at add() and launch()).
   [[nodiscard]] long long updates() const { return updates_; }
+  /// Why add() found executables that would not take a graph: CUDA's reason and the node it
+  /// names ("function changed at kernel node <name>"), with how often each was seen.
+  [[nodiscard]] const std::map<std::string, int>& refusals() const { return refusals_; }
 
   void clear();
 
@@ -47,6 +52,7 @@ class SharedExecutables {
   struct Executable {
     GraphExec exec;
     int group = 0;
+    std::size_t nodes = 0;  ///< a graph of another node count cannot fit
     int holds = -1;  ///< handle of the graph the executable was last set to; −1 unknown
   };
   struct Entry {
@@ -55,11 +61,12 @@ class SharedExecutables {
   };
   /// Sets executable `e` to graph `handle`; false (and `e` holds nothing known) when the
   /// graph's shape does not fit it.
-  bool try_update(int e, int handle);
+  bool try_update(int e, int handle, bool group_latest = false);
 
   std::vector<Executable> executables_;
   std::vector<Entry> graphs_;
   std::unordered_map<int, int> last_joined_;  ///< group → executable its latest graph joined
+  std::map<std::string, int> refusals_;
   long long updates_ = 0;
 };
 
