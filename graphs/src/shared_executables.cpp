@@ -1,7 +1,6 @@
 #include "freezeframe/graphs/shared_executables.h"
 
 #include <string>
-#include <string_view>
 
 #include "freezeframe/core/error.h"
 #include "memset_nodes.h"
