@@ -183,19 +183,10 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
     rest.causal = true;
     rest.skip_single_token_queries = true;
     rest.alibi_slopes = p.alibi_slopes;
-    reference::PagedSource source;
-    source.k = k_cache.data();
-    source.v = v_cache.data();
-    source.dtype = kv_cache.dtype();
-    source.stride_block = k_cache.stride(0);
-    source.stride_token = k_cache.stride(1);
-    source.stride_head = k_cache.stride(2);
-    source.block_table = md.block_table;
-    source.block_table_stride = md.block_table_stride;
-    source.block_size = block_size;
-    source.k_scale = fp8 ? layer.k_scale : 1.0f;
-    source.v_scale = fp8 ? layer.v_scale : 1.0f;
-    reference::launch_attention(rest, source, stream);
+    reference::launch_attention(
+        rest,
+        reference::paged_source(k_cache, v_cache, kv_cache.dtype(), md, layer.k_scale, layer.v_scale),
+        stream);
   }
 }
 

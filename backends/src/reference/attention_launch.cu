@@ -133,4 +133,21 @@ void launch_attention(const AttentionLaunch& l, const ContiguousSource& s, cudaS
   unsupported(l, k, "keys");
 }
 
+PagedSource paged_source(const TensorView& k_cache, const TensorView& v_cache, DType dtype,
+                         const AttentionMetadata& md, float k_scale, float v_scale) {
+  PagedSource source;
+  source.k = k_cache.data();
+  source.v = v_cache.data();
+  source.dtype = dtype;
+  source.stride_block = k_cache.stride(0);
+  source.stride_token = k_cache.stride(1);
+  source.stride_head = k_cache.stride(2);
+  source.block_table = md.block_table;
+  source.block_table_stride = md.block_table_stride;
+  source.block_size = static_cast<int>(k_cache.size(1));
+  source.k_scale = is_fp8(dtype) ? k_scale : 1.0f;
+  source.v_scale = is_fp8(dtype) ? v_scale : 1.0f;
+  return source;
+}
+
 }  // namespace freezeframe::reference

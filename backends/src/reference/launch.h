@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 
+#include "freezeframe/backends/attention_metadata.h"
 #include "freezeframe/core/tensor.h"
 
 namespace freezeframe::reference {
@@ -48,6 +49,11 @@ struct PagedSource {
   int block_size = 0;
   float k_scale = 1.0f, v_scale = 1.0f;
 };
+
+/// The halves k_cache / v_cache ([num_blocks, block_size, H_kv, D], any strides) of a cache of
+/// `dtype` as a PagedSource for the step `md`; fp8 caches take the layer's k / v scales.
+PagedSource paged_source(const TensorView& k_cache, const TensorView& v_cache, DType dtype,
+                         const AttentionMetadata& md, float k_scale, float v_scale);
 
 /// Keys and values as rows [T, H_kv, D]: request r's key j is row start[r] − start[base_req] + j
 /// (start is device memory, so the bias is read at run time, never baked into a launch).

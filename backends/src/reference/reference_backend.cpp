@@ -91,19 +91,10 @@ void ReferenceImpl::forward(const AttentionLayer& layer, const TensorView& query
                                         md.num_slots, layer.k_scale, layer.v_scale, stream);
   }
 
-  reference::PagedSource source;
-  source.k = k_cache.data();
-  source.v = v_cache.data();
-  source.dtype = kv_cache.dtype();
-  source.stride_block = k_cache.stride(0);
-  source.stride_token = k_cache.stride(1);
-  source.stride_head = k_cache.stride(2);
-  source.block_table = md.block_table;
-  source.block_table_stride = md.block_table_stride;
-  source.block_size = static_cast<int>(k_cache.size(1));
-  source.k_scale = is_fp8(kv_cache.dtype()) ? layer.k_scale : 1.0f;
-  source.v_scale = is_fp8(kv_cache.dtype()) ? layer.v_scale : 1.0f;
-  reference::launch_attention(launch, source, stream);
+  reference::launch_attention(
+      launch,
+      reference::paged_source(k_cache, v_cache, kv_cache.dtype(), md, layer.k_scale, layer.v_scale),
+      stream);
 }
 
 class ReferenceBackend final : public AttentionBackend {
