@@ -65,7 +65,7 @@ const std::vector<std::string> kModelDTypes = {"bf16", "f16", "f32", "bfloat16",
                                                "float32"};
 const std::vector<std::string> kCacheDTypes = {"auto",     "bf16",     "f16",     "fp8",
                                                "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"};
-const std::vector<std::string> kSharings = {"across_layers", "across_sizes", "none", "true",
+const std::vector<std::string> kSharings = {"across_sizes", "across_layers", "none", "true",
                                             "false"};
 const std::vector<std::string> kGraphModes = {"none", "piecewise", "full", "full_decode_only",
                                               "full_and_piecewise"};
@@ -487,9 +487,9 @@ void SpecParser::parse_cuda_graphs(const YAML::Node& g) {
   }
   if (auto v = r_.read_bool(g, "layer_by_layer", "cuda_graphs")) graphs.layer_by_layer = *v;
   if (auto v = r_.read_choice(g, "share_piecewise_executables", "cuda_graphs", kSharings)) {
-    graphs.piecewise_sharing = *v == "across_sizes"             ? PiecewiseSharing::kAcrossSizes
+    graphs.piecewise_sharing = *v == "across_layers"            ? PiecewiseSharing::kAcrossLayers
                                : (*v == "none" || *v == "false") ? PiecewiseSharing::kNone
-                                                                 : PiecewiseSharing::kAcrossLayers;
+                                                                 : PiecewiseSharing::kAcrossSizes;
   }
   if (auto v = r_.read_int(g, "max_capture_size", "cuda_graphs", 1, 1 << 24)) {
     max_capture_size_ = static_cast<int>(*v);

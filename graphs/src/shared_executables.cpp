@@ -3,7 +3,6 @@
 #include <string>
 
 #include "freezeframe/core/error.h"
-#include "memset_nodes.h"
 
 namespace freezeframe {
 namespace {
@@ -76,7 +75,6 @@ bool SharedExecutables::try_update(int e, int handle, bool group_latest) {
 
 int SharedExecutables::add(int group, CudaGraph graph, cudaStream_t stream) {
   FF_CHECK(!graph.empty(), ErrorCode::kInvalidArgument, "SharedExecutables::add of an empty graph");
-  memsets_to_kernels(graph.get());
   const std::size_t nodes = graph.node_count();
   const int handle = static_cast<int>(graphs_.size());
   graphs_.push_back({std::move(graph), -1});

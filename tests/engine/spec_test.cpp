@@ -102,7 +102,7 @@ TEST(Spec, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(sizes[34], 256);
   EXPECT_EQ(sizes.back(), 512);
   EXPECT_EQ(spec.cuda_graphs.max_capture_size, 512);
-  EXPECT_EQ(spec.cuda_graphs.piecewise_sharing, PiecewiseSharing::kAcrossLayers);
+  EXPECT_EQ(spec.cuda_graphs.piecewise_sharing, PiecewiseSharing::kAcrossSizes);
   EXPECT_FALSE(spec.cuda_graphs.layer_by_layer);
 }
 
@@ -121,14 +121,14 @@ TEST(Spec, CaptureLadderIsCappedByTokensAndFollowsMaxCaptureSize) {
   const EngineSpec own = parse_spec(std::string(kTiny) +
                                     "cuda_graphs:\n  share_piecewise_executables: false\n");
   EXPECT_EQ(own.cuda_graphs.piecewise_sharing, PiecewiseSharing::kNone);
-  const EngineSpec by_size = parse_spec(std::string(kTiny) +
-                                        "cuda_graphs:\n  share_piecewise_executables: across_sizes\n");
-  EXPECT_EQ(by_size.cuda_graphs.piecewise_sharing, PiecewiseSharing::kAcrossSizes);
+  const EngineSpec by_layer = parse_spec(std::string(kTiny) +
+                                         "cuda_graphs:\n  share_piecewise_executables: across_layers\n");
+  EXPECT_EQ(by_layer.cuda_graphs.piecewise_sharing, PiecewiseSharing::kAcrossLayers);
   // kTiny has 9 lines, so the option's value sits on line 11, column 32.
   const std::string msg = message_of(std::string(kTiny) +
                                      "cuda_graphs:\n  share_piecewise_executables: sometimes\n");
   EXPECT_NE(msg.find("inline.yaml:11:32: cuda_graphs.share_piecewise_executables: expected one "
-                     "of across_layers, across_sizes, none, true, false; got 'sometimes'"),
+                     "of across_sizes, across_layers, none, true, false; got 'sometimes'"),
             std::string::npos)
       << msg;
 }

@@ -1,11 +1,9 @@
 // SharedExecutables on the GPU: graphs of one shape share an executable and each launch runs
-// its own graph's parameters, in any order; a graph of another shape gets its own executable;
-// memset nodes are rewritten as kernel nodes, which CUDA always lets an update retarget.
+// its own graph's parameters, in any order; a graph of another shape gets its own executable.
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <cstdint>
 #include <vector>
 
 #include "freezeframe/core/cuda_handles.h"
@@ -85,44 +83,6 @@ TEST(SharedExecutables, RelaunchingTheHeldGraphNeedsNoUpdate) {
   EXPECT_EQ(shared.updates(), after_add);
   stream.synchronize();
   for (const float v : read(data, 256)) ASSERT_EQ(v, 10.f);
-}
-
-TEST(SharedExecutables, MemsetsBecomeKernelsSoGraphsWritingElsewhereShare) {
-  FF_REQUIRE_GPU();
-  const Stream stream = Stream::create();
-  constexpr int kBytes = 4096;
-  DeviceBuffer data(kBytes);
-  FF_CUDA_CHECK(cudaMemset(data.data(), 0xAB, kBytes));  // poison: every byte not written shows
-  auto* p = static_cast<std::uint8_t*>(data.data());
-  // A 4-byte memset (as cuBLAS captures for its split-K semaphores), a 16-bit one and a 2-d
-  // one, at an offset: graphs of one shape writing to other places.
-  auto capture_memsets = [&](int offset) {
-    return capture_graph(stream.get(), [&] {
-      FF_CUDA_CHECK(cudaMemsetAsync(p + offset, 0x11, 4, stream.get()));
-      FF_CUDA_CHECK(cudaMemset2DAsync(p + 1024 + offset, 64, 0x22, 10, 3, stream.get()));
-      FF_CUDA_CHECK(cudaMemsetAsync(p + 2048 + offset, 0x33, 6, stream.get()));
-    });
-  };
-  SharedExecutables shared;
-  const int a = shared.add(0, capture_memsets(0), stream.get());
-  const int b = shared.add(0, capture_memsets(12), stream.get());
-  EXPECT_EQ(shared.num_executables(), 1) << "the memsets, now kernels, take new arguments";
-  EXPECT_EQ(shared.node_count(a), 3u);
-  shared.launch(a, stream.get());
-  shared.launch(b, stream.get());
-  stream.synchronize();
-
-  std::vector<std::uint8_t> want(kBytes, 0xAB);
-  for (const int offset : {0, 12}) {
-    for (int i = 0; i < 4; ++i) want[offset + i] = 0x11;
-    for (int row = 0; row < 3; ++row) {
-      for (int i = 0; i < 10; ++i) want[1024 + offset + row * 64 + i] = 0x22;
-    }
-    for (int i = 0; i < 6; ++i) want[2048 + offset + i] = 0x33;
-  }
-  std::vector<std::uint8_t> got(kBytes);
-  FF_CUDA_CHECK(cudaMemcpy(got.data(), p, kBytes, cudaMemcpyDeviceToHost));
-  for (int i = 0; i < kBytes; ++i) ASSERT_EQ(got[i], want[i]) << "byte " << i;
 }
 
 }  // namespace

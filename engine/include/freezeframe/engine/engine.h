@@ -147,7 +147,7 @@ class Engine {
   /// Graphs held (pieces and layers counted one by one).
   [[nodiscard]] int num_graphs() const;
   /// CUDA executables behind them: fewer than graphs where piecewise graphs share one
-  /// (cuda_graphs.share_piecewise_executables: by batch size, and by layer too by default).
+  /// (cuda_graphs.share_piecewise_executables: by batch size, optionally by layer too).
   [[nodiscard]] int num_executables() const;
   /// The KV cache of `layer` in its backend's shape (layers sharing a cache see the same).
   [[nodiscard]] TensorView kv_cache(int layer) const;

@@ -113,9 +113,9 @@ struct CudaGraphSpec {
   /// Profiling: full graphs as one graph per layer, each replayed inside its own NVTX range
   /// (ranges inside one captured graph are not replayed).
   bool layer_by_layer = false;
-  /// cuda_graphs.share_piecewise_executables: across_layers (also true), across_sizes, or
+  /// cuda_graphs.share_piecewise_executables: across_sizes (also true), across_layers, or
   /// none (also false).
-  PiecewiseSharing piecewise_sharing = PiecewiseSharing::kAcrossLayers;
+  PiecewiseSharing piecewise_sharing = PiecewiseSharing::kAcrossSizes;
 };
 
 struct DcpSpec {

@@ -31,8 +31,7 @@ class SharedExecutables {
 
   /// Keeps `graph` and returns its handle for launch(). It joins the first executable of
   /// `group` that accepts it; when none does it gets a new one, uploaded on `stream`. Graphs
-  /// of different groups never share. The graph's memset nodes become kernel nodes first,
-  /// whose destinations an update may always change (memset_nodes.h).
+  /// of different groups never share.
   int add(int group, CudaGraph graph, cudaStream_t stream);
 
   /// Enqueues graph `handle` on `stream`.
