@@ -63,7 +63,8 @@ bool SharedExecutables::try_update(int e, int handle, bool group_latest) {
   if (status == cudaErrorGraphExecUpdateFailure) {
     (void)cudaGetLastError();  // not sticky: clear it so the next call does not report it
     x.holds = -1;              // what a failed update leaves behind is not relied on
-    ++refusals_[(group_latest ? "by the group's latest executable: " : "") + reason_of(info.result) + " at " + describe_node(info.errorNode) + " from " +
+    const std::string by = group_latest ? "by the group's latest executable: " : "";
+    ++refusals_[by + reason_of(info.result) + " at " + describe_node(info.errorNode) + " from " +
                 describe_node(info.errorFromNode)];
     return false;
   }

@@ -60,7 +60,8 @@ class SharedExecutables {
     int executable = -1;
   };
   /// Sets executable `e` to graph `handle`; false (and `e` holds nothing known) when the
-  /// graph's shape does not fit it.
+  /// graph's shape does not fit it. `group_latest` marks a refusal by the executable the
+  /// group's previous graph joined, in refusals().
   bool try_update(int e, int handle, bool group_latest = false);
 
   std::vector<Executable> executables_;
