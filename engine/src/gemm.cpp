@@ -34,13 +34,9 @@ void check_matrix(const TensorView& t, const char* what) {
 
 }  // namespace
 
-Gemm::Gemm(const TensorView& workspace) {
+Gemm::Gemm(const TensorView& workspace) : workspace_(workspace) {
   FF_CUBLAS_CHECK(cublasCreate(&handle_));
   try {
-    if (workspace.defined()) {
-      FF_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace.data(),
-                                         static_cast<std::size_t>(workspace.span_bytes())));
-    }
     // Deterministic results: the same step gives the same bits in a graph and eagerly.
     FF_CUBLAS_CHECK(cublasSetAtomicsMode(handle_, CUBLAS_ATOMICS_NOT_ALLOWED));
   } catch (...) {
@@ -51,6 +47,17 @@ Gemm::Gemm(const TensorView& workspace) {
 
 Gemm::~Gemm() {
   if (handle_ != nullptr) cublasDestroy(handle_);
+}
+
+void Gemm::use_stream(cudaStream_t stream) {
+  if (stream_set_ && stream == stream_) return;
+  FF_CUBLAS_CHECK(cublasSetStream(handle_, stream));
+  if (workspace_.defined()) {
+    FF_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_.data(),
+                                       static_cast<std::size_t>(workspace_.span_bytes())));
+  }
+  stream_ = stream;
+  stream_set_ = true;
 }
 
 void Gemm::linear(const TensorView& x, const TensorView& weight, const TensorView& y, int rows,
@@ -65,7 +72,7 @@ void Gemm::linear(const TensorView& x, const TensorView& weight, const TensorVie
            weight.describe(), " → y ", y.describe(), " over ", rows, " rows does not fit");
   if (rows == 0) return;
   const float alpha = 1.0f;
-  FF_CUBLAS_CHECK(cublasSetStream(handle_, stream));
+  use_stream(stream);
   // Row-major y [rows, n] is column-major yᵀ [n, rows] = weight (col-major [k, n], transposed)
   // times xᵀ (col-major [k, rows]).
   FF_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), rows,

@@ -1,7 +1,7 @@
 #pragma once
 // The built-in model's GEMMs through cuBLAS, on a workspace the memory plan owns, so nothing
-// allocates while a graph is captured (cuBLAS would otherwise take its workspace from the
-// driver on first use).
+// allocates while a graph is captured (cuBLAS would otherwise take its workspace from its
+// default pool, which allocates inside a capture: allocation nodes in every graph).
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -26,7 +26,14 @@ class Gemm {
               float beta, cudaStream_t stream);
 
  private:
+  /// Makes `stream` the handle's stream. cublasSetStream puts the handle back on cuBLAS's
+  /// default workspace pool, so the planned workspace is set again after it.
+  void use_stream(cudaStream_t stream);
+
   cublasHandle_t handle_ = nullptr;
+  TensorView workspace_;
+  cudaStream_t stream_ = nullptr;
+  bool stream_set_ = false;
 };
 
 }  // namespace freezeframe

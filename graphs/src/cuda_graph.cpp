@@ -1,6 +1,7 @@
 #include "freezeframe/graphs/cuda_graph.h"
 
 #include <string>
+#include <vector>
 
 #include "freezeframe/core/error.h"
 
@@ -103,7 +104,34 @@ CudaGraph capture_graph(cudaStream_t stream, const std::function<void()>& work,
              " (something inside the captured work is not capturable, e.g. a host "
              "synchronisation or an allocation)");
   }
-  return CudaGraph(graph);
+  CudaGraph captured(graph);
+  // Stream-ordered allocations (cudaMallocAsync) are capturable: they become allocation
+  // nodes, and the graph then owns device memory, kept for it from instantiation on. Graphs
+  // here own none (a library that allocates needs a workspace of its own instead).
+  const AllocationNodes allocations = allocation_nodes(captured);
+  FF_CHECK(allocations.count == 0, ErrorCode::kCudaError, "CUDA graph capture: the captured work "
+           "allocated device memory (", allocations.count, " stream-ordered allocations, ",
+           allocations.bytes, " bytes); graphs may only use memory that is already allocated");
+  return captured;
+}
+
+AllocationNodes allocation_nodes(const CudaGraph& graph) {
+  FF_CHECK(!graph.empty(), ErrorCode::kInvalidArgument, "allocation_nodes of an empty CudaGraph");
+  std::size_t n = 0;
+  FF_CUDA_CHECK(cudaGraphGetNodes(graph.get(), nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  if (n > 0) FF_CUDA_CHECK(cudaGraphGetNodes(graph.get(), nodes.data(), &n));
+  AllocationNodes result;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    FF_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    if (type != cudaGraphNodeTypeMemAlloc) continue;
+    cudaMemAllocNodeParams params{};
+    FF_CUDA_CHECK(cudaGraphMemAllocNodeGetParams(node, &params));
+    ++result.count;
+    result.bytes += params.bytesize;
+  }
+  return result;
 }
 
 }  // namespace freezeframe

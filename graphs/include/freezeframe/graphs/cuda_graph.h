@@ -5,7 +5,8 @@
 // inside it is not capturable (a host synchronisation, an allocation), the capture is ended
 // and discarded, the stream's error state is cleared and the stream is usable again; the
 // caller gets an Error naming what failed. Graphs own no memory of their own: every buffer a
-// captured kernel touches belongs to someone else (the engine's arena).
+// captured kernel touches belongs to someone else (the engine's arena), so a capture that
+// allocates, even stream-ordered (cudaMallocAsync, which CUDA would capture), fails.
 
 #include <cuda_runtime_api.h>
 
@@ -57,11 +58,18 @@ class GraphExec {
   cudaGraphExec_t exec_ = nullptr;
 };
 
+/// The stream-ordered allocations a graph holds (allocation nodes) and their bytes.
+struct AllocationNodes {
+  int count = 0;
+  std::size_t bytes = 0;
+};
+[[nodiscard]] AllocationNodes allocation_nodes(const CudaGraph& graph);
+
 /// Captures what `work` enqueues on `stream` (which must not be capturing already) into a
 /// graph. `mode` decides which CUDA calls on other streams or threads may break the capture
 /// (cudaStreamCaptureModeThreadLocal: only this thread's). Throws an Error (kCuda, or what
 /// `work` threw, with the capture's failure appended) and leaves `stream` usable when the
-/// capture fails.
+/// capture fails, or when the captured work allocated device memory.
 [[nodiscard]] CudaGraph capture_graph(cudaStream_t stream, const std::function<void()>& work,
                                       cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal);
 
