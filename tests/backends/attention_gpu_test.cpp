@@ -474,7 +474,9 @@ TEST(MetadataBuilder, BlockTableByRowsEqualsFlat) {
     by_flat.block_table_rows = {};
     by_flat.block_table = flat;
     for (const CommonAttentionMetadata* c : {&by_flat, &by_rows}) {
-      FF_CUDA_CHECK(cudaMemset(memory.data(), 0xFF, memory.bytes()));  // poison
+      // Poisoned on the builder's stream: a plain cudaMemset runs on the legacy stream,
+      // which a non-blocking stream does not wait for.
+      FF_CUDA_CHECK(cudaMemsetAsync(memory.data(), 0xFF, memory.bytes(), stream.get()));
       const AttentionMetadata& md = builder.build(*c, stream.get());
       stream.synchronize();
       for (std::size_t r = 0; r < rows.size(); ++r) {
@@ -490,6 +492,84 @@ TEST(MetadataBuilder, BlockTableByRowsEqualsFlat) {
     rows[1].resize(10);
     row_spans[1] = rows[1];
     EXPECT_THROW((void)builder.build(by_rows, stream.get()), Error);
+  }
+}
+
+// stage() leaves the block-table rows an image already holds alone: staging step after step
+// into one image still leaves every row's ids followed by zeros up to the step's width, while
+// requests grow, finish and come, and the table's width changes.
+TEST(MetadataBuilder, StagingOverTheLastStepEqualsStagingAfresh) {
+  FF_REQUIRE_GPU();
+  for (const int max_blocks : {64, 16384}) {
+    SCOPED_TRACE("max_blocks_per_req " + std::to_string(max_blocks));
+    const BatchLimits limits{.max_num_reqs = 8, .max_num_tokens = 64,
+                             .max_blocks_per_req = max_blocks, .block_size = 16};
+    MetadataBuilder builder(limits, GraphSupport::kAlways, nullptr);
+    std::mt19937 rng(max_blocks);
+    const int max_len = std::min(max_blocks * 16, 1000);
+    struct Request {
+      std::int32_t seq_len;
+      std::vector<std::int32_t> ids;
+    };
+    auto new_request = [&] {
+      Request r{static_cast<std::int32_t>(1 + rng() % (max_len / 2)), {}};
+      r.ids.resize((r.seq_len + 15) / 16);
+      for (auto& id : r.ids) id = static_cast<std::int32_t>(rng() % 100000);
+      return r;
+    };
+    std::vector<Request> requests(8);
+    for (auto& r : requests) r = new_request();
+    std::vector<std::byte> image(builder.image_bytes(), std::byte{0xAB});  // poison
+    // A long table goes compact (rows at the step's width), a short one at its fixed stride;
+    // either way its last row ends where the step's bytes do.
+    const bool compact = builder.image_bytes() < MetadataBuilder::device_bytes(limits);
+    for (int step = 0; step < 300; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      for (auto& r : requests) {  // each decodes one token; some finish and are replaced
+        if (r.seq_len > 40 && rng() % 12 == 0) {
+          // One that shares the finished one's leading blocks (a prefix-cache hit): its row
+          // starts like the image's and must still get zeros after its own ids.
+          r.seq_len = 1 + static_cast<std::int32_t>(rng() % (r.seq_len - 33));
+          r.ids.resize((r.seq_len + 15) / 16);
+        } else if (r.seq_len + 1 >= max_len || rng() % 12 == 0) {
+          r = new_request();
+        }
+        ++r.seq_len;
+        if ((r.seq_len + 15) / 16 > static_cast<int>(r.ids.size())) {
+          r.ids.push_back(static_cast<std::int32_t>(rng() % 100000));
+        }
+      }
+      const int num_reqs = 1 + static_cast<int>(rng() % 8);
+      std::vector<std::int32_t> qsl(num_reqs + 1), seq_lens(num_reqs);
+      std::vector<std::int64_t> slots(num_reqs, -1);
+      std::vector<std::span<const std::int32_t>> rows;
+      int width = 1;
+      for (int i = 0; i < num_reqs; ++i) {
+        qsl[i + 1] = i + 1;
+        seq_lens[i] = requests[i].seq_len;
+        rows.emplace_back(requests[i].ids);
+        width = std::max(width, (seq_lens[i] + 15) / 16);
+      }
+      CommonAttentionMetadata c;
+      c.query_start_loc = qsl;
+      c.seq_lens = seq_lens;
+      c.block_table_stride = width;
+      c.block_table_rows = rows;
+      c.slot_mapping = slots;
+      c.num_tokens = num_reqs;
+      c.num_decodes = num_reqs;
+      const std::size_t used = builder.stage(c, image.data());
+      const std::size_t row_stride = compact ? width : max_blocks;
+      const auto* table = reinterpret_cast<const std::int32_t*>(
+          image.data() + used - num_reqs * row_stride * sizeof(std::int32_t));
+      for (int i = 0; i < num_reqs; ++i) {
+        const int blocks = (seq_lens[i] + 15) / 16;
+        const std::int32_t* row = table + i * row_stride;
+        for (int b = 0; b < width; ++b) {
+          ASSERT_EQ(row[b], b < blocks ? requests[i].ids[b] : 0) << "request " << i << ", id " << b;
+        }
+      }
+    }
   }
 }
 

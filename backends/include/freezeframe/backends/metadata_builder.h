@@ -45,8 +45,9 @@ class MetadataBuilder {
 
   /// Validates `common` against the limits (throws, touching nothing, when it does not fit)
   /// and writes it into `image`, host memory of image_bytes() laid out like the device
-  /// buffers. Returns how many leading bytes of the image the step uses: copy those to the
-  /// device buffers before finish() runs. metadata() describes the step from then on.
+  /// buffers; block-table rows the image already holds are not rewritten. Returns how many
+  /// leading bytes of the image the step uses: copy those to the device buffers before
+  /// finish() runs. metadata() describes the step from then on.
   std::size_t stage(const CommonAttentionMetadata& common, std::byte* image);
 
   /// stage() into the builder's pinned staging (waiting for its previous copy out, if still
