@@ -47,7 +47,8 @@ Pair replay_and_eager(Engine& engine, const StepBatch& batch) {
   auto poison = [&] {
     const StepResult probe = engine.step(batch, {.eager = true});
     engine.synchronize();
-    ASSERT_EQ(cudaMemset(probe.logits.data(), 0xFF, probe.logits.span_bytes()), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(probe.logits.data(), 0xFF, probe.logits.span_bytes(), engine.stream()),
+              cudaSuccess);
   };
   poison();
   p.graph = engine.step(batch);

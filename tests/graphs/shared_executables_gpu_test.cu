@@ -37,7 +37,7 @@ TEST(SharedExecutables, GraphsOfOneShapeShareAndEachLaunchRunsItsOwnParameters) 
   const Stream stream = Stream::create();
   constexpr int kMax = 4096;
   DeviceBuffer data(kMax * sizeof(float));
-  FF_CUDA_CHECK(cudaMemset(data.data(), 0, kMax * sizeof(float)));
+  FF_CUDA_CHECK(cudaMemsetAsync(data.data(), 0, kMax * sizeof(float), stream.get()));
   auto* p = static_cast<float*>(data.data());
 
   SharedExecutables shared;
@@ -75,7 +75,7 @@ TEST(SharedExecutables, RelaunchingTheHeldGraphNeedsNoUpdate) {
   FF_REQUIRE_GPU();
   const Stream stream = Stream::create();
   DeviceBuffer data(256 * sizeof(float));
-  FF_CUDA_CHECK(cudaMemset(data.data(), 0, 256 * sizeof(float)));
+  FF_CUDA_CHECK(cudaMemsetAsync(data.data(), 0, 256 * sizeof(float), stream.get()));
   SharedExecutables shared;
   const int a = shared.add(0, capture_adds(stream.get(), static_cast<float*>(data.data()), 256, 1.f, 2), stream.get());
   const long long after_add = shared.updates();
