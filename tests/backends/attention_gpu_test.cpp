@@ -432,6 +432,22 @@ TEST(ReferenceAttentionErrors, RejectedCallsLeaveOutputsAndMetadataUntouched) {
   for (std::int64_t i = 0; i < after.numel(); ++i) ASSERT_TRUE(std::isfinite(after.get(i))) << i;
 }
 
+/// A step of single-token decodes, one per request, its block table given by rows.
+CommonAttentionMetadata decodes_by_rows(std::span<const std::int32_t> qsl,
+                                        std::span<const std::int32_t> seq_lens, int width,
+                                        std::span<const std::span<const std::int32_t>> rows,
+                                        std::span<const std::int64_t> slots) {
+  CommonAttentionMetadata c;
+  c.query_start_loc = qsl;
+  c.seq_lens = seq_lens;
+  c.block_table_stride = width;
+  c.block_table_rows = rows;
+  c.slot_mapping = slots;
+  c.num_tokens = static_cast<int>(seq_lens.size());
+  c.num_decodes = c.num_tokens;
+  return c;
+}
+
 // The block table given flat or by rows lands the same on the device, for a short table
 // (copied at its fixed stride) and a long one (copied compact, spread by finish()).
 TEST(MetadataBuilder, BlockTableByRowsEqualsFlat) {
@@ -462,14 +478,7 @@ TEST(MetadataBuilder, BlockTableByRowsEqualsFlat) {
       std::copy_n(rows[r].begin(), blocks, flat.begin() + r * width);
     }
     std::vector<std::span<const std::int32_t>> row_spans(rows.begin(), rows.end());
-    CommonAttentionMetadata by_rows;
-    by_rows.query_start_loc = qsl;
-    by_rows.seq_lens = seq_lens;
-    by_rows.block_table_stride = width;
-    by_rows.block_table_rows = row_spans;
-    by_rows.slot_mapping = slots;
-    by_rows.num_tokens = 5;
-    by_rows.num_decodes = 5;
+    CommonAttentionMetadata by_rows = decodes_by_rows(qsl, seq_lens, width, row_spans, slots);
     CommonAttentionMetadata by_flat = by_rows;
     by_flat.block_table_rows = {};
     by_flat.block_table = flat;
@@ -550,14 +559,7 @@ TEST(MetadataBuilder, StagingOverTheLastStepEqualsStagingAfresh) {
         rows.emplace_back(requests[i].ids);
         width = std::max(width, (seq_lens[i] + 15) / 16);
       }
-      CommonAttentionMetadata c;
-      c.query_start_loc = qsl;
-      c.seq_lens = seq_lens;
-      c.block_table_stride = width;
-      c.block_table_rows = rows;
-      c.slot_mapping = slots;
-      c.num_tokens = num_reqs;
-      c.num_decodes = num_reqs;
+      const CommonAttentionMetadata c = decodes_by_rows(qsl, seq_lens, width, rows, slots);
       const std::size_t used = builder.stage(c, image.data());
       const std::size_t row_stride = compact ? width : max_blocks;
       const auto* table = reinterpret_cast<const std::int32_t*>(
