@@ -105,6 +105,9 @@ struct Engine::State {
   CaptureReport report;
 
   std::vector<Segment> full_segments, piecewise_segments;
+  /// The ops a warm-up runs, as [begin, end) runs: everything outside the layers and one layer
+  /// of each kind (same spec, same ops), whose kernels and shapes the others repeat.
+  std::vector<std::pair<int, int>> warm_up_ops;
   std::unordered_map<BatchDescriptor, std::vector<GraphExec>, BatchDescriptorHash> full_graphs;
   // Piecewise graphs by descriptor, as handles into piecewise_executables (piece k of every
   // size shares executables when the spec says so).
@@ -139,6 +142,7 @@ struct Engine::State {
   }
 
   void build_segments();
+  void build_warm_up_ops();
   void upload(const StepBatch& batch, const RunShape& run);
   /// Ops [begin, end) on `s`; from op 0, the metadata upload's device half first (so a graph
   /// of the first segment captures it).
@@ -204,6 +208,7 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
   const MemoryRegion& cache = s.plan.region("kv_cache");
   FF_CUDA_CHECK(cudaMemsetAsync(s.arena.data("kv_cache"), 0, cache.bytes, stream));
   s.build_segments();
+  s.build_warm_up_ops();
   s.stream.synchronize();
 
   if (s.options.capture_graphs) {
@@ -248,6 +253,38 @@ void Engine::State::build_segments() {
                           ? groups_by_ops.emplace(ops, piece).first->second
                           : piece;
     piecewise_segments.push_back({i, j, true, "piece=" + std::to_string(piece++), group});
+    i = j;
+  }
+}
+
+void Engine::State::build_warm_up_ops() {
+  const int n = runner->num_ops();
+  std::vector<bool> warm(n, true);
+  // A layer's kind: its spec and its op list (user pieces included).
+  std::vector<std::pair<LayerSpec, std::string>> kinds;
+  for (int i = 0; i < n;) {
+    const int layer = runner->layer_of(i);
+    int j = i + 1;
+    while (j < n && runner->layer_of(j) == layer) ++j;
+    if (layer >= 0) {
+      std::pair<LayerSpec, std::string> kind{spec.model.layers[layer], ""};
+      for (int k = i; k < j; ++k) (kind.second += runner->op_name(k)) += ',';
+      if (std::find(kinds.begin(), kinds.end(), kind) != kinds.end()) {
+        std::fill(warm.begin() + i, warm.begin() + j, false);
+      } else {
+        kinds.push_back(std::move(kind));
+      }
+    }
+    i = j;
+  }
+  for (int i = 0; i < n;) {
+    if (!warm[i]) {
+      ++i;
+      continue;
+    }
+    int j = i;
+    while (j < n && warm[j]) ++j;
+    warm_up_ops.emplace_back(i, j);
     i = j;
   }
 }
@@ -309,7 +346,8 @@ void Engine::State::capture_all() {
   try {
     // Warm-up: every size once, eagerly, with prefill chunks (every launch a mixed batch
     // needs), and the largest uniform-decode key once (the decode-only paths), so every kernel
-    // is loaded and the libraries' lazy state settled before anything is recorded.
+    // is loaded and the libraries' lazy state settled before anything is recorded. One layer
+    // of each kind runs (warm_up_ops): the others launch the same kernels on the same shapes.
     const std::span<const int> sizes = dispatcher.capture_sizes();
     for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) warm_up({*it, 0, false});
     for (const auto& job : jobs) {
@@ -352,7 +390,7 @@ void Engine::State::warm_up(const BatchDescriptor& d) {
   const RunShape run{d.num_tokens, padded_reqs(d)};
   const CaptureBatch dummy(d, limits);
   upload(dummy.batch, run);
-  run_ops(0, runner->num_ops(), run, stream.get(), false);
+  for (const auto& [begin, end] : warm_up_ops) run_ops(begin, end, run, stream.get(), false);
 }
 
 void Engine::State::capture_one(const BatchDescriptor& d, RuntimeMode mode) {

@@ -49,6 +49,8 @@ struct LayerSpec {
   int kv_sharing_target = -1;     ///< ≥ 0: reuse that (earlier) layer's KV cache
   MlpKind mlp = MlpKind::kGatedSilu;
   int intermediate_size = 0;
+
+  bool operator==(const LayerSpec&) const = default;
 };
 
 struct ModelSpec {
