@@ -4,7 +4,9 @@
 // with full graphs: every request a single-token decode over `context` tokens of KV cache
 // (shuffled blocks). Each figure is the median over N steps of CUDA events around one step
 // (inputs and metadata upload included) after warm-up; the host time is the median wall time
-// of one step() call with the GPU idle. Also the capture time and the graphs' device memory.
+// of one step() call, by phase, in three conditions: right after synchronize(), after 200 us of
+// host work following it, and with the GPU still running the previous step (a serving loop
+// that prepares the next step while one runs). Also the capture time and the graphs' memory.
 
 #include <algorithm>
 #include <chrono>
@@ -64,11 +66,20 @@ struct DecodeBatch {
   }
 };
 
+/// When the timed step() call starts.
+enum class HostCondition {
+  kAfterSync,  ///< right after synchronize() returned: the thread waited out a whole step
+  kWarm,       ///< after synchronize() and 200 us of host work (a loop sampling, scheduling)
+  kGpuBusy,    ///< while the GPU runs the previous step, whose input copy is done (overlapped)
+};
+constexpr int kHostConditions = 3;
+constexpr const char* kHostConditionNames[kHostConditions] = {"after sync", "warm", "gpu busy"};
+
 struct Row {
   int batch = 0;
   double ms[3] = {0, 0, 0};  // by RuntimeMode; 0 = not run
-  double host_us = 0;
-  StepHostTimes host;
+  double host_us[kHostConditions] = {0, 0, 0};  // by HostCondition
+  StepHostTimes host[kHostConditions];
   std::string breakdown;
 };
 
@@ -93,11 +104,23 @@ double time_steps(Engine& engine, const StepBatch& batch, const StepOptions& opt
   return median(ms);
 }
 
-/// Median host time of one step() call with the GPU idle: total and by phase.
-StepHostTimes host_times(Engine& engine, const StepBatch& batch, int iterations, double* total_us) {
+void host_work_us(double us) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(us);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+/// Median host time of one step() call under `condition`: total and by phase.
+StepHostTimes host_times(Engine& engine, const StepBatch& batch, HostCondition condition,
+                         int iterations, double* total_us) {
   std::vector<double> total, validate, upload, launch;
   for (int i = 0; i < iterations; ++i) {
     engine.synchronize();
+    if (condition == HostCondition::kWarm) host_work_us(200);
+    if (condition == HostCondition::kGpuBusy) {
+      (void)engine.step(batch);
+      host_work_us(200);  // the step's input copy, first on an idle GPU, is long done
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const StepResult r = engine.step(batch);
     total.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
@@ -201,20 +224,25 @@ int run_bench(Args args) {
         engine, decode.batch, {.prefer_piecewise = true}, RuntimeMode::kPiecewise, iterations);
     row.ms[int(RuntimeMode::kFull)] =
         time_steps(engine, decode.batch, {}, RuntimeMode::kFull, iterations);
-    row.host = host_times(engine, decode.batch, iterations, &row.host_us);
+    for (int c = 0; c < kHostConditions; ++c) {
+      row.host[c] = host_times(engine, decode.batch, HostCondition(c), iterations, &row.host_us[c]);
+    }
     row.breakdown = breakdown(engine, decode.batch);
     auto cell = [](double ms) { return ms > 0 ? std::to_string(ms).substr(0, 6) : std::string("-"); };
     const double best = row.ms[int(RuntimeMode::kFull)] > 0 ? row.ms[int(RuntimeMode::kFull)]
                                                             : row.ms[int(RuntimeMode::kPiecewise)];
     std::printf("%6d %10s %13s %9s %14.1f %16.2f\n", b, cell(row.ms[0]).c_str(),
-                cell(row.ms[1]).c_str(), cell(row.ms[2]).c_str(), row.host_us,
+                cell(row.ms[1]).c_str(), cell(row.ms[2]).c_str(), row.host_us[0],
                 best > 0 ? weight_bytes / (best * 1e-3) / 1e12 : 0.0);
     rows.push_back(row);
   }
-  std::printf("host time per step (median, us): validate + upload + launch\n");
+  std::printf("host time per step (median, us): validate + upload + launch = step() call\n");
   for (const Row& r : rows) {
-    std::printf("%6d %8.1f + %8.1f + %8.1f\n", r.batch, r.host.validate_us, r.host.upload_us,
-                r.host.launch_us);
+    for (int c = 0; c < kHostConditions; ++c) {
+      const StepHostTimes& h = r.host[c];
+      std::printf("%6d %-10s %7.1f + %7.1f + %7.1f = %7.1f\n", r.batch, kHostConditionNames[c],
+                  h.validate_us, h.upload_us, h.launch_us, r.host_us[c]);
+    }
   }
   std::printf("device time by op, eager with events between ops (ms)\n");
   for (const Row& r : rows) std::printf("%6d %s\n", r.batch, r.breakdown.c_str());
@@ -234,10 +262,12 @@ int run_bench(Args args) {
       const Row& r = rows[i];
       out << (i ? ",\n    " : "\n    ") << "{\"batch\": " << r.batch << ", \"eager_ms\": "
           << r.ms[0] << ", \"piecewise_ms\": " << r.ms[1] << ", \"full_ms\": " << r.ms[2]
-          << ", \"host_us_per_step\": " << r.host_us << ", \"host_validate_us\": "
-          << r.host.validate_us << ", \"host_upload_us\": " << r.host.upload_us
-          << ", \"host_launch_us\": " << r.host.launch_us << ", \"ops\": \"" << r.breakdown
-          << "\"}";
+          << ", \"host_us_per_step\": " << r.host_us[0] << ", \"host_validate_us\": "
+          << r.host[0].validate_us << ", \"host_upload_us\": " << r.host[0].upload_us
+          << ", \"host_launch_us\": " << r.host[0].launch_us
+          << ", \"host_us_warm\": " << r.host_us[int(HostCondition::kWarm)]
+          << ", \"host_us_gpu_busy\": " << r.host_us[int(HostCondition::kGpuBusy)]
+          << ", \"ops\": \"" << r.breakdown << "\"}";
     }
     out << "\n  ]\n}\n";
   }
