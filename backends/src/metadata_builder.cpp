@@ -126,6 +126,27 @@ void MetadataBuilder::validate(const CommonAttentionMetadata& c) const {
   }
 }
 
+void MetadataBuilder::check_block_ids(int request, std::span<const std::int32_t> ids) const {
+  const std::int32_t n = limits_.num_blocks;
+  if (n <= 0) return;
+  // Branch-free (vectorisable) over the row; the message needs a second pass.
+  int outside = 0;
+  for (const std::int32_t id : ids) outside |= (id < 0) | (id >= n);
+  if (outside == 0) return;
+  for (std::size_t b = 0; b < ids.size(); ++b) {
+    FF_CHECK(ids[b] >= 0 && ids[b] < n, ErrorCode::kInvalidArgument, "request ", request,
+             ": block_ids[", b, "] = ", ids[b], " is outside the KV cache's ", n, " blocks");
+  }
+}
+
+std::span<const std::int32_t> MetadataBuilder::flat_row_ids(const CommonAttentionMetadata& c,
+                                                           int request) const {
+  // The ids the kernels follow: a row's entries past them may hold anything.
+  const int width = c.block_table_stride;
+  const int used = limits_.block_size > 0 ? block_size_.blocks(c.seq_lens[request]) : width;
+  return c.block_table.subspan(static_cast<std::size_t>(request) * width, used);
+}
+
 std::size_t MetadataBuilder::stage(const CommonAttentionMetadata& c, std::byte* image) {
   validate(c);
   const int num_reqs = static_cast<int>(c.query_start_loc.size()) - 1;
@@ -141,17 +162,13 @@ std::size_t MetadataBuilder::stage(const CommonAttentionMetadata& c, std::byte* 
   auto* table = reinterpret_cast<std::int32_t*>(image + table_offset);
   const int row_stride = compact() ? width : stride;
 
-  *reinterpret_cast<std::int32_t*>(image + layout_.compact_width) = width;
-  std::memcpy(qsl, c.query_start_loc.data(), (num_reqs + 1) * sizeof(std::int32_t));
-  std::memcpy(seq_lens, c.seq_lens.data(), num_reqs * sizeof(std::int32_t));
-  seq_start[0] = 0;
-  for (int r = 0; r < num_reqs; ++r) seq_start[r + 1] = seq_start[r] + c.seq_lens[r];
-  std::memcpy(slots, c.slot_mapping.data(), c.slot_mapping.size() * sizeof(std::int64_t));
   if (!c.block_table_rows.empty()) {
     // Each row's ids where the kernels read them, zeros after (never read; deterministic).
     // A row the image already holds is left alone: the image is pinned memory the device
     // copied out of a step ago, where a write costs about 1.6 times a write into memory it
     // has not read (staging_probe), and a decode step changes about one row in block_size.
+    // Only rows written need their ids checked: the image holds nothing else (it starts
+    // zeroed, and block 0 is in any pool).
     for (int r = 0; r < num_reqs; ++r) {
       const int blocks = block_size_.blocks(c.seq_lens[r]);
       std::int32_t* row = table + static_cast<std::size_t>(r) * row_stride;
@@ -160,19 +177,30 @@ std::size_t MetadataBuilder::stage(const CommonAttentionMetadata& c, std::byte* 
       const bool held = (blocks == 0 || std::memcmp(row, ids, id_bytes) == 0) &&
                         std::all_of(row + blocks, row + width, [](std::int32_t v) { return v == 0; });
       if (held) continue;
+      check_block_ids(r, {ids, static_cast<std::size_t>(blocks)});
       if (blocks > 0) std::memcpy(row, ids, id_bytes);
       std::fill(row + blocks, row + width, 0);
     }
   } else if (row_stride == width) {
+    for (int r = 0; r < num_reqs; ++r) check_block_ids(r, flat_row_ids(c, r));
     std::memcpy(table, c.block_table.data(),
                 static_cast<std::size_t>(num_reqs) * width * sizeof(std::int32_t));
   } else {
     for (int r = 0; r < num_reqs; ++r) {
+      check_block_ids(r, flat_row_ids(c, r));
       std::memcpy(table + static_cast<std::size_t>(r) * row_stride,
                   c.block_table.data() + static_cast<std::size_t>(r) * width,
                   width * sizeof(std::int32_t));
     }
   }
+  // The rest after the table, whose ids may be refused: a refused step changes no more of the
+  // image than rows of valid ids.
+  *reinterpret_cast<std::int32_t*>(image + layout_.compact_width) = width;
+  std::memcpy(qsl, c.query_start_loc.data(), (num_reqs + 1) * sizeof(std::int32_t));
+  std::memcpy(seq_lens, c.seq_lens.data(), num_reqs * sizeof(std::int32_t));
+  seq_start[0] = 0;
+  for (int r = 0; r < num_reqs; ++r) seq_start[r + 1] = seq_start[r] + c.seq_lens[r];
+  std::memcpy(slots, c.slot_mapping.data(), c.slot_mapping.size() * sizeof(std::int64_t));
 
   AttentionMetadata& m = metadata_;
   m.query_start_loc = reinterpret_cast<const std::int32_t*>(device_ + layout_.query_start_loc);

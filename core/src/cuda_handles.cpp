@@ -1,6 +1,7 @@
 #include "freezeframe/core/cuda_handles.h"
 
 #include <atomic>
+#include <cstring>
 #include <utility>
 
 #include "freezeframe/core/error.h"
@@ -119,6 +120,7 @@ void DeviceBuffer::reset() noexcept {
 PinnedBuffer::PinnedBuffer(std::size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
   FF_CUDA_CHECK(cudaMallocHost(&data_, bytes));
+  std::memset(data_, 0, bytes);
   g_pinned_allocations.fetch_add(1);
   g_pinned_bytes.fetch_add(bytes);
 }

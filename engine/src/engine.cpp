@@ -137,6 +137,11 @@ struct Engine::State {
         limits(step_limits(spec, static_cast<std::int32_t>(plan.kv_cache.num_blocks))),
         dispatcher(CudaGraphMode::kNone, {}) {}
 
+  /// Whether step validation checks the block ids. A single builder checks those of the rows
+  /// it stages (the ones that changed), before any copy; with several, each enqueues its copy
+  /// as it stages, so a refusal by a later one would come after an earlier one's copy.
+  [[nodiscard]] bool ids_checked_up_front() const { return builders.size() > 1; }
+
   [[nodiscard]] int padded_reqs(const BatchDescriptor& d) const {
     return d.num_reqs > 0 ? d.num_reqs : std::min(d.num_tokens, limits.max_num_seqs);
   }
@@ -170,7 +175,8 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
   const cudaStream_t stream = s.stream.get();
 
   // One metadata builder per backend, on the plan's persistent metadata region.
-  const BatchLimits batch = batch_limits(s.spec);
+  BatchLimits batch = batch_limits(s.spec);
+  batch.num_blocks = s.limits.num_blocks;  // the builders check the block ids they stage
   std::map<std::string, int> builder_index;
   std::vector<int> builder_of_layer;
   for (const LayerSpec& layer : s.spec.model.layers) {
@@ -462,7 +468,7 @@ void Engine::State::replay(const std::vector<Segment>& segments, const RunShape&
 StepResult Engine::step(const StepBatch& batch, const StepOptions& options) {
   State& s = *state_;
   const auto t0 = Clock::now();
-  const StepShape shape = validate_step(batch, s.limits);
+  const StepShape shape = validate_step(batch, s.limits, s.ids_checked_up_front());
   char name[64];
   std::snprintf(name, sizeof name, "step[tokens=%d,reqs=%d]", shape.num_tokens, shape.num_reqs);
   const NvtxRange range(name);
@@ -503,7 +509,7 @@ StepResult Engine::step(const StepBatch& batch, const StepOptions& options) {
 
 std::vector<OpTime> Engine::profile_ops(const StepBatch& batch) {
   State& s = *state_;
-  const StepShape shape = validate_step(batch, s.limits);
+  const StepShape shape = validate_step(batch, s.limits, s.ids_checked_up_front());
   const RunShape run{shape.num_tokens, shape.num_reqs};
   s.upload(batch, run);
   const cudaStream_t stream = s.stream.get();

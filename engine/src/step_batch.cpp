@@ -32,7 +32,7 @@ StepLimits step_limits(const EngineSpec& spec, std::int32_t num_blocks) {
   return l;
 }
 
-StepShape validate_step(const StepBatch& batch, const StepLimits& limits) {
+StepShape validate_step(const StepBatch& batch, const StepLimits& limits, bool check_block_ids) {
   const int num_reqs = static_cast<int>(batch.requests.size());
   FF_CHECK(num_reqs >= 1 && num_reqs <= limits.max_num_seqs, E::kInvalidArgument, "a step has ",
            num_reqs, " requests; it needs 1 to max_num_seqs = ", limits.max_num_seqs);
@@ -61,7 +61,9 @@ StepShape validate_step(const StepBatch& batch, const StepLimits& limits) {
     // needs a second.
     int outside = 0;
     const std::int32_t* ids = r.block_ids.data();
-    for (int b = 0; b < needed; ++b) outside |= (ids[b] < 0) | (ids[b] >= limits.num_blocks);
+    for (int b = 0; check_block_ids && b < needed; ++b) {
+      outside |= (ids[b] < 0) | (ids[b] >= limits.num_blocks);
+    }
     const bool inside = outside == 0;
     for (int b = 0; !inside && b < needed; ++b) {
       FF_CHECK(r.block_ids[b] >= 0 && r.block_ids[b] < limits.num_blocks, E::kInvalidArgument,

@@ -575,5 +575,72 @@ TEST(MetadataBuilder, StagingOverTheLastStepEqualsStagingAfresh) {
   }
 }
 
+// With the pool's size in its limits, stage() refuses a block id outside the pool in a row it
+// writes, naming request and id; the image keeps only valid ids, so the next step staged over
+// it equals that step staged afresh. A flat table's entries past a row's blocks are not ids.
+TEST(MetadataBuilder, BlockIdsOutsideThePoolAreRefused) {
+  FF_REQUIRE_GPU();
+  for (const int max_blocks : {64, 16384}) {
+    SCOPED_TRACE("max_blocks_per_req " + std::to_string(max_blocks));
+    const BatchLimits limits{.max_num_reqs = 8, .max_num_tokens = 64,
+                             .max_blocks_per_req = max_blocks, .block_size = 16,
+                             .num_blocks = 1000};
+    MetadataBuilder builder(limits, GraphSupport::kAlways, nullptr);
+    std::mt19937 rng(max_blocks + 1);
+    const std::vector<std::int32_t> qsl = {0, 1, 2, 3, 4};
+    const std::vector<std::int32_t> seq_lens = {40, 17, 64, 5};
+    const std::vector<std::int64_t> slots(4, -1);
+    auto random_rows = [&] {
+      std::vector<std::vector<std::int32_t>> rows;
+      for (const int len : seq_lens) {
+        std::vector<std::int32_t> row((len + 15) / 16);
+        for (auto& id : row) id = static_cast<std::int32_t>(rng() % 1000);
+        rows.push_back(std::move(row));
+      }
+      return rows;
+    };
+    auto stage = [&](const std::vector<std::vector<std::int32_t>>& rows, std::vector<std::byte>& image) {
+      const std::vector<std::span<const std::int32_t>> spans(rows.begin(), rows.end());
+      return builder.stage(decodes_by_rows(qsl, seq_lens, 4, spans, slots), image.data());
+    };
+    std::vector<std::byte> image(builder.image_bytes(), std::byte{0});
+    (void)stage(random_rows(), image);
+
+    const std::vector<std::vector<std::int32_t>> next = random_rows();
+    for (const std::int32_t bad : {1000, -1}) {
+      std::vector<std::vector<std::int32_t>> rows = next;  // rows 0 and 1 change and are valid
+      rows[2][1] = bad;
+      try {
+        (void)stage(rows, image);
+        ADD_FAILURE() << "block id " << bad << " was staged";
+      } catch (const Error& e) {
+        EXPECT_NE(e.message().find("request 2: block_ids[1] = " + std::to_string(bad) +
+                                   " is outside the KV cache's 1000 blocks"),
+                  std::string::npos)
+            << e.message();
+      }
+    }
+    std::vector<std::byte> fresh(builder.image_bytes(), std::byte{0});
+    const std::size_t used = stage(next, image);
+    ASSERT_EQ(stage(next, fresh), used);
+    EXPECT_EQ(std::memcmp(image.data(), fresh.data(), used), 0);
+
+    // Flat: the same check over the ids each row uses, and only those.
+    std::vector<std::int32_t> flat(4 * 4, -7);
+    for (int r = 0; r < 4; ++r) std::copy(next[r].begin(), next[r].end(), flat.begin() + r * 4);
+    CommonAttentionMetadata c = decodes_by_rows(qsl, seq_lens, 4, {}, slots);
+    c.block_table = flat;
+    EXPECT_NO_THROW((void)builder.stage(c, fresh.data()));
+    flat[3 * 4] = 1000;
+    try {
+      (void)builder.stage(c, fresh.data());
+      ADD_FAILURE() << "a flat table's block id 1000 was staged";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("request 3: block_ids[0] = 1000 is outside"), std::string::npos)
+          << e.message();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace freezeframe

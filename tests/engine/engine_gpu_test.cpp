@@ -275,6 +275,22 @@ TEST(Engine, BadBatchIsRefusedAndDisturbsNothing) {
   StepBatch bad_block;
   bad_block.requests = {{1, 5, outside}};
   EXPECT_THROW((void)engine.step(bad_block), Error);
+  // A block id outside the pool in one row of a step like the last: the staging, which checks
+  // the rows that changed, refuses it.
+  StepBatch bad_row = good.batch();
+  bad_row.slot_mapping = {};
+  std::vector<std::int32_t> row(bad_row.requests[1].block_ids.begin(),
+                                bad_row.requests[1].block_ids.end());
+  row.front() = -1;
+  bad_row.requests[1].block_ids = row;
+  try {
+    (void)engine.step(bad_row);
+    ADD_FAILURE() << "block id -1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("request 1: block_ids[0] = -1 is outside the KV cache"),
+              std::string::npos)
+        << e.message();
+  }
   const std::vector<std::int32_t> ids = {1000};  // vocab is 1000
   const std::vector<std::int32_t> one_block = {0};
   StepBatch bad_token;

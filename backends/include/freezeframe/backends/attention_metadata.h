@@ -34,6 +34,9 @@ struct BatchLimits {
   /// Σ seq_len over the prefill requests of a step: bounds workspaces that expand a context
   /// (the MLA prefill). 0 = max_num_tokens.
   std::int64_t max_prefill_context_tokens = 0;
+  /// KV-cache blocks in the pool: staging refuses a block id outside [0, num_blocks), which a
+  /// kernel would follow out of the cache. 0 = ids not checked.
+  std::int32_t num_blocks = 0;
 };
 
 /// Device view of one step, valid until the next build on the same builder.

@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "freezeframe/backends/attention_metadata.h"
@@ -45,9 +46,11 @@ class MetadataBuilder {
 
   /// Validates `common` against the limits (throws, touching nothing, when it does not fit)
   /// and writes it into `image`, host memory of image_bytes() laid out like the device
-  /// buffers; block-table rows the image already holds are not rewritten. Returns how many
-  /// leading bytes of the image the step uses: copy those to the device buffers before
-  /// finish() runs. metadata() describes the step from then on.
+  /// buffers (zero-filled before its first stage); block-table rows the image already holds
+  /// are not rewritten. With BatchLimits::num_blocks set, a block id outside the pool throws
+  /// before its row is written; the image then holds some of this step's rows and nothing
+  /// else of it. Returns how many leading bytes of the image the step uses: copy those to the
+  /// device buffers before finish() runs. metadata() describes the step from then on.
   std::size_t stage(const CommonAttentionMetadata& common, std::byte* image);
 
   /// stage() into the builder's pinned staging (waiting for its previous copy out, if still
@@ -74,6 +77,11 @@ class MetadataBuilder {
   };
   static Layout layout_for(const BatchLimits& limits);
   void validate(const CommonAttentionMetadata& common) const;
+  /// Throws when one of request `request`'s block ids lies outside the pool.
+  void check_block_ids(int request, std::span<const std::int32_t> ids) const;
+  /// The ids of a flat table's row that the step uses.
+  [[nodiscard]] std::span<const std::int32_t> flat_row_ids(const CommonAttentionMetadata& common,
+                                                           int request) const;
   [[nodiscard]] bool compact() const { return layout_.compact_table != layout_.block_table; }
 
   BatchLimits limits_;

@@ -81,7 +81,7 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
-/// Page-locked host memory (cudaMallocHost), for staging asynchronous copies.
+/// Page-locked host memory (cudaMallocHost), zero-filled, for staging asynchronous copies.
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;

@@ -56,8 +56,11 @@ struct StepShape {
 /// the first problem: counts over the scheduler limits, query_len < 1 or > seq_len, seq_len
 /// over max_model_len, decodes not first, too few blocks or block ids outside the pool, a
 /// given slot mapping that disagrees with the block tables, token ids of the wrong count or
-/// outside the vocabulary.
-[[nodiscard]] StepShape validate_step(const StepBatch& batch, const StepLimits& limits);
+/// outside the vocabulary. With `check_block_ids` false, whether the ids lie in the pool is
+/// left to the staging (a MetadataBuilder with BatchLimits::num_blocks checks the rows it
+/// writes, and so only the rows that changed since the last step).
+[[nodiscard]] StepShape validate_step(const StepBatch& batch, const StepLimits& limits,
+                                      bool check_block_ids = true);
 
 /// Host metadata of a validated step, padded to `padded_tokens` rows and `padded_reqs`
 /// requests (see Note [Padding a step]); its spans stay valid while it and the batch live.
