@@ -80,6 +80,16 @@ void Event::reset() noexcept {
 }
 
 void Event::record(cudaStream_t stream) { FF_CUDA_CHECK(cudaEventRecord(event_, stream)); }
+void Event::record_external(cudaStream_t stream) {
+  // The flag is refused outside a capture.
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  FF_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  if (status == cudaStreamCaptureStatusActive) {
+    FF_CUDA_CHECK(cudaEventRecordWithFlags(event_, stream, cudaEventRecordExternal));
+  } else {
+    record(stream);
+  }
+}
 void Event::synchronize() const { FF_CUDA_CHECK(cudaEventSynchronize(event_)); }
 
 float Event::elapsed_ms_since(const Event& start) const {

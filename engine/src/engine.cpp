@@ -20,6 +20,7 @@
 #include "freezeframe/graphs/cuda_graph.h"
 #include "freezeframe/graphs/shared_executables.h"
 #include "freezeframe/memory/arena.h"
+#include "host_copy.h"
 #include "model_runner.h"
 
 namespace freezeframe {
@@ -116,12 +117,14 @@ struct Engine::State {
 
   // A step's inputs (token ids, positions) and the first builder's metadata, staged in
   // pinned memory laid out like the device span they go to (the plan puts them together),
-  // uploaded in one copy.
+  // uploaded in one copy: a kernel first in the step's work, so a graph holds it and a
+  // replay costs the host one launch.
   PinnedBuffer upload_image;
+  HostCopy upload_copy;              // upload_image → the device span
   std::size_t positions_offset = 0;  // bytes from token_ids to positions, host and device alike
   std::size_t metadata_offset = 0;   // bytes from token_ids to the first builder's buffers
-  Event upload_free{false};          // the last copy out of upload_image has finished
-  bool upload_in_flight = false;
+  Event upload_free{false};          // the last copy out of upload_image has run (recorded
+  bool upload_in_flight = false;     // right after it, by graphs too)
   std::vector<const AttentionMetadata*> metadata;
   StepMetadata step_metadata;  // reused every step
   int token_ids = -1, logits = -1;  // program tensor indices
@@ -149,8 +152,8 @@ struct Engine::State {
   void build_segments();
   void build_warm_up_ops();
   void upload(const StepBatch& batch, const RunShape& run);
-  /// Ops [begin, end) on `s`; from op 0, the metadata upload's device half first (so a graph
-  /// of the first segment captures it).
+  /// Ops [begin, end) on `s`; from op 0, the upload's device half first: the copy out of
+  /// upload_image and the builders' finish (so a graph of the first segment holds them).
   void run_ops(int begin, int end, const RunShape& run, cudaStream_t s, bool nvtx);
   void capture_all();
   void warm_up(const BatchDescriptor& d);
@@ -209,6 +212,7 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
            E::kInternal, "the plan does not put the first builder's metadata right after the inputs");
   s.metadata_offset = static_cast<std::size_t>(metadata_base - token_base);
   s.upload_image = PinnedBuffer(s.metadata_offset + s.builders.front()->image_bytes());
+  s.upload_copy = HostCopy(s.upload_image, s.views.tensors[s.token_ids].data());
 
   s.runner->init_weights(s.options.weight_seed, stream);
   const MemoryRegion& cache = s.plan.region("kv_cache");
@@ -322,18 +326,18 @@ void Engine::State::upload(const StepBatch& batch, const RunShape& run) {
   }
   std::fill(ids + row, ids + run.rows, 0);
   std::fill(positions + row, positions + run.rows, 0);
-  // Unused token and position rows of the span go along; nothing reads them.
-  void* device = views.tensors[token_ids].data();
-  FF_CUDA_CHECK(cudaMemcpyAsync(device, base, metadata_offset + metadata_bytes,
-                                cudaMemcpyHostToDevice, s));
-  upload_free.record(s);
-  upload_in_flight = true;
+  // Unused token and position rows of the span go along; nothing reads them. The copy itself
+  // is the first of the step's work (run_ops).
+  upload_copy.set_length(metadata_offset + metadata_bytes);
   // Further backends (a model mixing them) upload their own copy.
   for (std::size_t b = 1; b < builders.size(); ++b) metadata[b] = &builders[b]->upload(common, s);
 }
 
 void Engine::State::run_ops(int begin, int end, const RunShape& run, cudaStream_t s, bool nvtx) {
   if (begin == 0) {
+    upload_copy.enqueue(s);
+    upload_free.record_external(s);
+    upload_in_flight = true;
     for (const auto& builder : builders) builder->finish(s);
   }
   runner->run(begin, end, run, metadata, s, nvtx);

@@ -51,6 +51,9 @@ class Event {
   ~Event();
 
   void record(cudaStream_t stream);
+  /// Records like record(); inside a stream capture it becomes an event record node, so every
+  /// replay of the graph records the event (a plain record there only orders captured work).
+  void record_external(cudaStream_t stream);
   void synchronize() const;
   /// Milliseconds between `start` (recorded earlier) and this event.
   [[nodiscard]] float elapsed_ms_since(const Event& start) const;
