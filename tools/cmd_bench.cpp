@@ -4,9 +4,12 @@
 // with full graphs: every request a single-token decode over `context` tokens of KV cache
 // (shuffled blocks). Each figure is the median over N steps of CUDA events around one step
 // (inputs and metadata upload included) after warm-up; the host time is the median wall time
-// of one step() call, by phase, in three conditions: right after synchronize(), after 200 us of
-// host work following it, and with the GPU still running the previous step (a serving loop
-// that prepares the next step while one runs). Also the capture time and the graphs' memory.
+// of one step() call, by phase, in four conditions: right after synchronize(), after 200 us of
+// host work following it, with the GPU still running the previous step (a serving loop that
+// prepares the next step while one runs), and after waiting for the previous step by polling
+// the stream instead. Also the capture time and the graphs' memory.
+
+#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <chrono>
@@ -71,14 +74,16 @@ enum class HostCondition {
   kAfterSync,  ///< right after synchronize() returned: the thread waited out a whole step
   kWarm,       ///< after synchronize() and 200 us of host work (a loop sampling, scheduling)
   kGpuBusy,    ///< while the GPU runs the previous step, whose input copy is done (overlapped)
+  kAfterPoll,  ///< after waiting for the previous step by polling the stream (never sleeping)
 };
-constexpr int kHostConditions = 3;
-constexpr const char* kHostConditionNames[kHostConditions] = {"after sync", "warm", "gpu busy"};
+constexpr int kHostConditions = 4;
+constexpr const char* kHostConditionNames[kHostConditions] = {"after sync", "warm", "gpu busy",
+                                                              "after poll"};
 
 struct Row {
   int batch = 0;
   double ms[3] = {0, 0, 0};  // by RuntimeMode; 0 = not run
-  double host_us[kHostConditions] = {0, 0, 0};  // by HostCondition
+  double host_us[kHostConditions] = {};  // by HostCondition
   StepHostTimes host[kHostConditions];
   std::string breakdown;
 };
@@ -105,8 +110,9 @@ double time_steps(Engine& engine, const StepBatch& batch, const StepOptions& opt
 }
 
 void host_work_us(double us) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(us);
-  while (std::chrono::steady_clock::now() < until) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  while (std::chrono::duration<double, std::micro>(Clock::now() - start).count() < us) {
   }
 }
 
@@ -115,7 +121,11 @@ StepHostTimes host_times(Engine& engine, const StepBatch& batch, HostCondition c
                          int iterations, double* total_us) {
   std::vector<double> total, validate, upload, launch;
   for (int i = 0; i < iterations; ++i) {
-    engine.synchronize();
+    if (condition == HostCondition::kAfterPoll) {
+      while (cudaStreamQuery(engine.stream()) == cudaErrorNotReady) {
+      }
+    }
+    engine.synchronize();  // after polling: returns at once
     if (condition == HostCondition::kWarm) host_work_us(200);
     if (condition == HostCondition::kGpuBusy) {
       (void)engine.step(batch);
@@ -267,6 +277,7 @@ int run_bench(Args args) {
           << ", \"host_launch_us\": " << r.host[0].launch_us
           << ", \"host_us_warm\": " << r.host_us[int(HostCondition::kWarm)]
           << ", \"host_us_gpu_busy\": " << r.host_us[int(HostCondition::kGpuBusy)]
+          << ", \"host_us_after_poll\": " << r.host_us[int(HostCondition::kAfterPoll)]
           << ", \"ops\": \"" << r.breakdown << "\"}";
     }
     out << "\n  ]\n}\n";

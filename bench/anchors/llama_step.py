@@ -263,13 +263,16 @@ def side_by_side(path, results):
         ours = json.load(f)
     by_batch = {r["batch"]: r for r in ours["results"]}
     print(f"\nFreezeframe ({ours['spec']}, {ours['backend']}) vs PyTorch, decode step, context {ours['context']}")
-    print("batch | ours full ms | torch graph ms | ours/torch | ours eager ms | torch eager ms | ours host us")
+    # Host time of one step() right after a synchronize, and with the GPU running the previous step.
+    print("batch | ours full ms | torch graph ms | ours/torch | ours eager ms | torch eager ms | ours host us (busy)")
     for r in results:
         o = by_batch.get(r["batch"])
         if o is None or "error" in r or not o["full_ms"]:
             continue
+        busy = o.get("host_us_gpu_busy")
         print(f"{r['batch']:>5} | {o['full_ms']:>12.3f} | {r['graph_ms']:>14.3f} | {o['full_ms'] / r['graph_ms']:>10.3f} | "
-              f"{o['eager_ms']:>13.3f} | {r['eager_ms']:>14.3f} | {o['host_us_per_step']:>12.1f}")
+              f"{o['eager_ms']:>13.3f} | {r['eager_ms']:>14.3f} | {o['host_us_per_step']:>12.1f}"
+              + (f" ({busy:.1f})" if busy is not None else ""))
     torch_capture = sum(r.get("capture_ms", 0.0) for r in results)
     print(f"capture: ours {ours['graphs']} graphs of every size in {ours['capture_total_ms']:.0f} ms, "
           f"{ours['graph_device_bytes'] / 2**20:.1f} MiB; torch {len(results)} graphs in {torch_capture:.0f} ms")

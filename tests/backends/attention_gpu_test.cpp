@@ -599,7 +599,8 @@ TEST(MetadataBuilder, BlockIdsOutsideThePoolAreRefused) {
       }
       return rows;
     };
-    auto stage = [&](const std::vector<std::vector<std::int32_t>>& rows, std::vector<std::byte>& image) {
+    using Rows = std::vector<std::vector<std::int32_t>>;
+    auto stage = [&](const Rows& rows, std::vector<std::byte>& image) {
       const std::vector<std::span<const std::int32_t>> spans(rows.begin(), rows.end());
       return builder.stage(decodes_by_rows(qsl, seq_lens, 4, spans, slots), image.data());
     };

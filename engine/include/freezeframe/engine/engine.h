@@ -69,7 +69,7 @@ struct CapturedGraphInfo {
 
 struct CaptureReport {
   std::vector<CapturedGraphInfo> captured;  ///< in capture order
-  double warmup_ms = 0.0;       ///< eager runs of every size before capture
+  double warmup_ms = 0.0;       ///< eager runs of each size (a layer of each kind) before capture
   double total_ms = 0.0;        ///< the whole capture phase, warm-up included
   /// Device memory the warm-up took: code of kernels loaded on first use (lazy loading),
   /// which eager steps of these sizes would load as well.
