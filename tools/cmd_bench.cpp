@@ -51,7 +51,7 @@ struct DecodeBatch {
   std::vector<std::int32_t> tokens;
   StepBatch batch;
 
-  DecodeBatch(int b, int context, const StepLimits& limits, std::mt19937& rng) {
+  DecodeBatch(int b, int context, const DeploymentLimits& limits, std::mt19937& rng) {
     const int per_request = (context + limits.block_size - 1) / limits.block_size;
     FF_CHECK(std::int64_t(b) * per_request <= limits.num_blocks, ErrorCode::kInvalidArgument,
              "batch ", b, " at context ", context, " needs ", std::int64_t(b) * per_request,

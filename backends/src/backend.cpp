@@ -18,6 +18,16 @@ std::unique_ptr<MlaImpl> AttentionBackend::make_mla_impl(const MlaParams&, const
            "' does not implement multi-head latent attention: use make_impl");
 }
 
+std::size_t AttentionBackend::workspace_bytes(const AttentionParams&, const BatchLimits&,
+                                             const DeviceProperties&) const {
+  return 0;
+}
+
+std::size_t AttentionBackend::mla_workspace_bytes(const MlaParams&, const BatchLimits&,
+                                                 const DeviceProperties&) const {
+  return 0;
+}
+
 std::unique_ptr<MetadataBuilder> AttentionBackend::make_builder(const BatchLimits& limits,
                                                                 void* device_memory) const {
   return std::make_unique<MetadataBuilder>(limits, graph_support(), device_memory);

@@ -6,28 +6,46 @@
 
 namespace freezeframe {
 
-ContinuousBatcher::ContinuousBatcher(const BatcherLimits& limits, BlockPool& pool)
-    : limits_(limits), pool_(pool) {
-  FF_CHECK(limits.max_num_seqs > 0 && limits.max_num_batched_tokens >= limits.max_num_seqs &&
-               limits.max_model_len >= 2 && limits.block_size > 0,
-           ErrorCode::kInvalidArgument,
-           "batcher limits need max_num_seqs > 0, max_num_batched_tokens >= max_num_seqs, "
-           "max_model_len >= 2 and a positive block size");
+std::string_view to_string(Admission admission) {
+  switch (admission) {
+    case Admission::kQueued: return "queued";
+    case Admission::kOutputCut: return "output cut at max_model_len";
+    case Admission::kPromptTooLong: return "prompt longer than max_model_len";
+    case Admission::kCacheTooSmall: return "sequence larger than the whole KV cache";
+  }
+  return "unknown";
 }
 
-void ContinuousBatcher::add(int id, std::int32_t prompt_tokens, std::int32_t output_tokens) {
+ContinuousBatcher::ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool)
+    : limits_(limits), pool_(pool) {
+  FF_CHECK(limits.max_num_seqs > 0 && limits.max_num_batched_tokens >= limits.max_num_seqs,
+           ErrorCode::kInvalidArgument, "the batcher needs scheduler.max_num_seqs > 0 and "
+           "scheduler.max_num_batched_tokens >= max_num_seqs, got ", limits.max_num_seqs, " and ",
+           limits.max_num_batched_tokens);
+  FF_CHECK(limits.max_model_len >= 2, ErrorCode::kInvalidArgument,
+           "the batcher needs scheduler.max_model_len >= 2 (a prompt token and a generated one), "
+           "got ", limits.max_model_len);
+  FF_CHECK(limits.block_size > 0, ErrorCode::kInvalidArgument,
+           "the batcher needs a positive cache.block_size, got ", limits.block_size);
+}
+
+Admission ContinuousBatcher::add(int id, std::int32_t prompt_tokens, std::int32_t output_tokens) {
   FF_CHECK(prompt_tokens > 0 && output_tokens >= 0, ErrorCode::kInvalidArgument, "request ", id,
            ": needs a prompt and a non-negative output length, got ", prompt_tokens, " and ",
            output_tokens);
+  if (prompt_tokens > limits_.max_model_len) return Admission::kPromptTooLong;
   auto r = std::make_unique<Request>();
   r->id = id;
-  r->prompt = static_cast<std::int32_t>(std::min<std::int64_t>(prompt_tokens, limits_.max_model_len - 1));
+  r->prompt = prompt_tokens;
   // The last output token is sampled but never fed back, so it needs no cache slot.
-  r->output = static_cast<std::int32_t>(std::min<std::int64_t>(output_tokens, limits_.max_model_len - r->prompt + 1));
+  const std::int64_t most_output = limits_.max_model_len - prompt_tokens + 1;
+  const Admission admission =
+      output_tokens > most_output ? Admission::kOutputCut : Admission::kQueued;
+  r->output = static_cast<std::int32_t>(std::min<std::int64_t>(output_tokens, most_output));
   const std::int32_t blocks = blocks_for(r->prompt + std::max(0, r->output - 1), limits_.block_size);
-  FF_CHECK(blocks <= pool_.num_blocks(), ErrorCode::kOutOfMemory, "request ", id, " needs ", blocks,
-           " KV blocks, more than the whole cache holds (", pool_.num_blocks(), ")");
+  if (blocks > pool_.num_blocks()) return Admission::kCacheTooSmall;
   waiting_.push_back(std::move(r));
+  return admission;
 }
 
 const StepBatch* ContinuousBatcher::schedule() {

@@ -11,6 +11,7 @@
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/core/device.h"
+#include "freezeframe/core/device_properties.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/core/nvtx.h"
 #include "freezeframe/engine/graph_scope.h"
@@ -51,10 +52,14 @@ void check_supported(const EngineSpec& spec) {
   FF_CHECK(spec.model.builtin_weights, E::kUnsupported, spec.where("model.builtin_weights"),
            ": the engine executes the built-in model, whose weights must be planned (true)");
   for (int l = 0; l < spec.model.num_layers; ++l) {
-    const AttentionType type = spec.model.layers[l].attention_type;
-    FF_CHECK(type == AttentionType::kDecoder, E::kUnsupported, spec.where("model.layers"),
-             ": layer ", l, " is ", to_string(type),
+    const LayerSpec& layer = spec.model.layers[l];
+    FF_CHECK(layer.attention_type == AttentionType::kDecoder, E::kUnsupported,
+             spec.where("model.layers"), ": layer ", l, " is ", to_string(layer.attention_type),
              " attention; the built-in model is a decoder and runs decoder layers only");
+    // Outputs are planned activations at fixed addresses, which graphs replay into.
+    FF_CHECK(find_backend(layer.backend).accept_output_buffer(), E::kUnsupported,
+             spec.where("model.layers"), ": layer ", l, "'s backend '", layer.backend,
+             "' does not write into a preallocated output buffer, which the engine needs");
   }
 }
 
@@ -68,7 +73,7 @@ struct CaptureBatch {
   std::vector<std::int64_t> slots;
   StepBatch batch;
 
-  CaptureBatch(const BatchDescriptor& d, const StepLimits& limits) {
+  CaptureBatch(const BatchDescriptor& d, const DeploymentLimits& limits) {
     std::vector<int> lengths;
     if (d.uniform_decode || d.num_tokens == 1) {
       lengths.assign(d.num_tokens, 1);
@@ -99,7 +104,8 @@ struct Engine::State {
   Arena arena;
   PlanViews views;
   Stream stream;
-  StepLimits limits;
+  DeploymentGeometry geometry;
+  const DeploymentLimits& limits;
   std::vector<std::unique_ptr<MetadataBuilder>> builders;
   std::unique_ptr<ModelRunner> runner;
   Dispatcher dispatcher;
@@ -132,12 +138,13 @@ struct Engine::State {
   State(EngineSpec s, EngineOptions o, std::int64_t device_memory)
       : spec(std::move(s)),
         options(std::move(o)),
-        plan(plan_memory(spec, device_memory)),
+        plan(plan_memory(spec, device_memory, current_device_properties())),
         program(build_model_program(spec)),
         arena(Arena::allocate(plan)),
         views(bind_plan(spec, program, arena)),
         stream(Stream::create()),
-        limits(step_limits(spec, static_cast<std::int32_t>(plan.kv_cache.num_blocks))),
+        geometry(DeploymentGeometry::of(spec).with_num_blocks(plan.kv_cache.num_blocks)),
+        limits(geometry.limits),
         dispatcher(CudaGraphMode::kNone, {}) {}
 
   /// Whether step validation checks the block ids. A single builder checks those of the rows
@@ -177,9 +184,9 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
   State& s = *state_;
   const cudaStream_t stream = s.stream.get();
 
-  // One metadata builder per backend, on the plan's persistent metadata region.
-  BatchLimits batch = batch_limits(s.spec);
-  batch.num_blocks = s.limits.num_blocks;  // the builders check the block ids they stage
+  // One metadata builder per backend, on the plan's persistent metadata region; they check
+  // the block ids they stage against the pool (BatchLimits::num_blocks).
+  const BatchLimits batch = s.geometry.batch_limits();
   std::map<std::string, int> builder_index;
   std::vector<int> builder_of_layer;
   for (const LayerSpec& layer : s.spec.model.layers) {
@@ -191,7 +198,7 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
     builder_of_layer.push_back(it->second);
   }
   s.metadata.resize(s.builders.size());
-  s.runner = std::make_unique<ModelRunner>(s.spec, s.program, s.views, s.arena,
+  s.runner = std::make_unique<ModelRunner>(s.spec, s.geometry, s.program, s.views, s.arena,
                                            std::move(builder_of_layer),
                                            std::move(s.options.user_pieces));
 
@@ -541,7 +548,8 @@ const EngineSpec& Engine::spec() const { return state_->spec; }
 const MemoryPlan& Engine::plan() const { return state_->plan; }
 const CaptureReport& Engine::capture_report() const { return state_->report; }
 const Dispatcher& Engine::dispatcher() const { return state_->dispatcher; }
-const StepLimits& Engine::limits() const { return state_->limits; }
+const DeploymentGeometry& Engine::geometry() const { return state_->geometry; }
+const DeploymentLimits& Engine::limits() const { return state_->limits; }
 cudaStream_t Engine::stream() const { return state_->stream.get(); }
 TensorView Engine::kv_cache(int layer) const { return state_->views.kv_caches.at(layer); }
 

@@ -1,6 +1,5 @@
 #include "freezeframe/engine/model_program.h"
 
-#include "freezeframe/backends/registry.h"
 #include "freezeframe/core/error.h"
 
 namespace freezeframe {
@@ -105,6 +104,12 @@ class ProgramBuilder {
           std::vector<int> weights = {}) {
     p_.ops.push_back({kind, layer, std::move(reads), std::move(writes), std::move(weights)});
   }
+  /// What an attention op writes: its output, and with DCP its LSE for the merge.
+  std::vector<int> attention_writes(int l, int out) {
+    if (spec_.dcp.world_size == 1) return {out};
+    return {out, tensor(prefix(l) + "attn_lse", model_.num_heads, l, TensorHome::kActivation,
+                        DType::kF32)};
+  }
   void attention_block(int l, int hidden);
   void mla_block(int l, int hidden);
   void mlp_block(int l, int hidden);
@@ -149,7 +154,6 @@ void ProgramBuilder::attention_block(int l, int hidden) {
   const std::string pre = prefix(l);
   const int positions = positions_;
   const LayerSpec& layer = model_.layers[l];
-  const AttentionBackend& backend = find_backend(layer.backend);
 
   const int x = tensor(pre + "attn_in", h, l);
   op(OpKind::kRmsNorm, l, {hidden}, {x}, {weight(pre + "input_layernorm", {h}, l)});
@@ -163,10 +167,8 @@ void ProgramBuilder::attention_block(int l, int hidden) {
   if (layer.kv_sharing_target < 0 && uses_kv_cache(layer.attention_type)) {
     op(OpKind::kCacheWrite, l, {qkv}, {});
   }
-  const int out = tensor(pre + "attn_out", heads * d, l,
-                         backend.accept_output_buffer() ? TensorHome::kAttentionOutput
-                                                        : TensorHome::kActivation);
-  op(OpKind::kAttention, l, {qkv}, {out});
+  const int out = tensor(pre + "attn_out", heads * d, l);
+  op(OpKind::kAttention, l, {qkv}, attention_writes(l, out));
   op(OpKind::kOProjResidual, l, {out, hidden}, {hidden},
      {weight(pre + "self_attn.o_proj", {h, heads * d}, l)});
 }
@@ -177,7 +179,6 @@ void ProgramBuilder::mla_block(int l, int hidden) {
   const std::int64_t r = mla.kv_lora_rank, rope = mla.qk_rope_head_dim;
   const std::string pre = prefix(l);
   const int positions = positions_;
-  const AttentionBackend& backend = find_backend(model_.layers[l].backend);
 
   const int x = tensor(pre + "attn_in", h, l);
   op(OpKind::kRmsNorm, l, {hidden}, {x}, {weight(pre + "input_layernorm", {h}, l)});
@@ -198,11 +199,9 @@ void ProgramBuilder::mla_block(int l, int hidden) {
      {weight(pre + "self_attn.kv_a_proj_with_mqa", {r + rope, h}, l)});
   const int kv_c = tensor(pre + "kv_c_normed", r, l);
   op(OpKind::kMlaKvANorm, l, {kv_a}, {kv_c}, {weight(pre + "self_attn.kv_a_layernorm", {r}, l)});
-  const int out = tensor(pre + "attn_out", heads * mla.v_head_dim, l,
-                         backend.accept_output_buffer() ? TensorHome::kAttentionOutput
-                                                        : TensorHome::kActivation);
+  const int out = tensor(pre + "attn_out", heads * mla.v_head_dim, l);
   // kv_a is read again for k_pe (its last rope columns).
-  op(OpKind::kMlaAttention, l, {query_in, kv_c, kv_a, positions}, {out},
+  op(OpKind::kMlaAttention, l, {query_in, kv_c, kv_a, positions}, attention_writes(l, out),
      {q_proj, weight(pre + "self_attn.kv_b_proj",
                      {heads * (mla.qk_nope_head_dim + mla.v_head_dim), r}, l)});
   op(OpKind::kOProjResidual, l, {out, hidden}, {hidden},

@@ -25,8 +25,8 @@ struct ModelRunner::Layer {
   bool rope = true;  ///< ALiBi layers have no rotary embedding
 };
 
-ModelRunner::ModelRunner(const EngineSpec& spec, const ModelProgram& program,
-                         const PlanViews& views, const Arena& arena,
+ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geometry,
+                         const ModelProgram& program, const PlanViews& views, const Arena& arena,
                          std::vector<int> builder_of_layer, std::vector<UserPiece> user_pieces)
     : spec_(spec),
       program_(program),
@@ -64,7 +64,7 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const ModelProgram& program,
           ? arena.view("attention_workspace", DType::kU8,
                        {arena.plan().region("attention_workspace").bytes})
           : TensorView();
-  const DcpGroup dcp{spec.dcp.world_size, 0};
+  const DcpGroup dcp{geometry.rank.dcp_size, geometry.rank.dcp_rank};
   for (int l = 0; l < model.num_layers; ++l) {
     auto layer = std::make_unique<Layer>();
     const LayerSpec& layer_spec = model.layers[l];

@@ -20,6 +20,7 @@
 #include "freezeframe/backends/attention_impl.h"
 #include "freezeframe/backends/attention_layer.h"
 #include "freezeframe/backends/attention_metadata.h"
+#include "freezeframe/engine/deployment.h"
 #include "freezeframe/engine/engine.h"
 #include "freezeframe/engine/model_program.h"
 #include "freezeframe/engine/plan_views.h"
@@ -38,7 +39,8 @@ struct RunShape {
 class ModelRunner {
  public:
   /// `builder_of_layer[l]`: which of the metadata pointers run() gets layer l's attention reads.
-  ModelRunner(const EngineSpec& spec, const ModelProgram& program, const PlanViews& views,
+  ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geometry,
+              const ModelProgram& program, const PlanViews& views,
               const Arena& arena, std::vector<int> builder_of_layer,
               std::vector<UserPiece> user_pieces);
   ~ModelRunner();

@@ -4,6 +4,7 @@
 
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/core/error.h"
+#include "freezeframe/engine/deployment.h"
 
 namespace freezeframe {
 namespace {
@@ -13,7 +14,6 @@ const char* region_of(TensorHome home) {
     case TensorHome::kActivation: return "activations";
     case TensorHome::kInput: return "inputs";
     case TensorHome::kOutput: return "outputs";
-    case TensorHome::kAttentionOutput: return "attention_outputs";
   }
   return "";
 }
@@ -46,20 +46,18 @@ PlanViews bind_plan(const EngineSpec& spec, const ModelProgram& program, const A
 
   views.kv_caches.resize(model.num_layers);
   const std::int64_t blocks = plan.kv_cache.num_blocks;
-  const DType dtype = spec.kv_cache_dtype();
+  const KvGeometry kv = DeploymentGeometry::of(spec).kv;
   for (int l = 0; l < model.num_layers; ++l) {
     const LayerSpec& layer = model.layers[l];
     if (!uses_kv_cache(layer.attention_type)) continue;
     const AttentionBackend& backend = find_backend(layer.backend);
-    const int kv_heads = model.is_mla() ? 1 : model.num_kv_heads;
-    const int head = model.is_mla() ? model.mla->kv_lora_rank + model.mla->qk_rope_head_dim
-                                    : model.head_size;
     const std::string name = "layers." + std::to_string(l) + ".kv_cache";
-    const std::int64_t bytes =
-        kv_cache_bytes(backend, blocks, spec.cache.block_size, kv_heads, head, dtype);
+    const std::int64_t bytes = kv_cache_bytes(backend, blocks, spec.cache.block_size,
+                                              kv.num_kv_heads, kv.head_width, kv.dtype);
     std::byte* data = arena.placement_data("kv_cache", name, bytes);
     views.kv_caches[l] = kv_cache_view(backend, data, arena.device(), blocks,
-                                       spec.cache.block_size, kv_heads, head, dtype);
+                                       spec.cache.block_size, kv.num_kv_heads, kv.head_width,
+                                       kv.dtype);
     FF_CHECK(views.kv_caches[l].span_bytes() <= bytes, ErrorCode::kInternal, "the KV cache view ",
              views.kv_caches[l].describe(), " of layer ", l, " reaches past its ", bytes, " bytes");
   }

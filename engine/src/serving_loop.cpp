@@ -28,14 +28,13 @@ double ServingReport::padding_waste() const {
              : 0.0;
 }
 
-ServingReport run_serving_loop(const EngineSpec& spec, std::int32_t num_blocks,
+ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
                                const Dispatcher& dispatcher,
                                const std::vector<TraceRequest>& trace, Engine* engine,
                                const ServingOptions& options) {
-  BlockPool pool(num_blocks);
-  const BatcherLimits limits{spec.scheduler.max_num_seqs, spec.scheduler.max_num_batched_tokens,
-                             spec.scheduler.max_model_len, spec.cache.block_size};
-  ContinuousBatcher batcher(limits, pool);
+  const DeploymentGeometry geometry = DeploymentGeometry::of(spec).with_num_blocks(num_blocks);
+  BlockPool pool(geometry.limits.num_blocks);
+  ContinuousBatcher batcher(geometry.limits, pool);
   const std::int32_t vocab = spec.model.vocab_size;
 
   ServingReport report;
@@ -45,14 +44,21 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int32_t num_blocks,
   StepBatch batch;  // the scheduled step with its token ids; reused
   std::size_t next = 0;
   double now = 0.0;
-  while (report.finished < trace.size()) {
+  std::size_t refused = 0;
+  while (report.finished + refused < trace.size()) {
     while (next < trace.size() && trace[next].arrival_s <= now) {
-      batcher.add(static_cast<int>(next), trace[next].prompt_tokens, trace[next].output_tokens);
+      switch (batcher.add(static_cast<int>(next), trace[next].prompt_tokens,
+                          trace[next].output_tokens)) {
+        case Admission::kQueued: break;
+        case Admission::kOutputCut: ++report.outputs_cut; break;
+        case Admission::kPromptTooLong: ++report.refused_prompt_too_long, ++refused; break;
+        case Admission::kCacheTooSmall: ++report.refused_cache_too_small, ++refused; break;
+      }
       ++next;
     }
     const StepBatch* step = batcher.schedule();
     if (step == nullptr) {
-      if (next >= trace.size()) break;  // cannot happen: a lone request always fits
+      if (next >= trace.size()) break;  // cannot happen: an admitted request always fits
       now = trace[next].arrival_s;     // idle: jump to the next arrival
       continue;
     }

@@ -5,7 +5,6 @@
 
 #include "freezeframe/core/block_size.h"
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/spec.h"
 
 namespace freezeframe {
 namespace {
@@ -20,19 +19,7 @@ std::int64_t slot_of(const StepRequest& r, std::int32_t pos, const BlockSize& bl
 
 }  // namespace
 
-StepLimits step_limits(const EngineSpec& spec, std::int32_t num_blocks) {
-  StepLimits l;
-  l.max_num_seqs = spec.scheduler.max_num_seqs;
-  l.max_num_batched_tokens = spec.scheduler.max_num_batched_tokens;
-  l.max_model_len = spec.scheduler.max_model_len;
-  l.block_size = spec.cache.block_size;
-  l.num_blocks = num_blocks;
-  l.max_blocks_per_req = static_cast<int>((l.max_model_len + l.block_size - 1) / l.block_size);
-  l.vocab_size = spec.model.vocab_size;
-  return l;
-}
-
-StepShape validate_step(const StepBatch& batch, const StepLimits& limits, bool check_block_ids) {
+StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits, bool check_block_ids) {
   const int num_reqs = static_cast<int>(batch.requests.size());
   FF_CHECK(num_reqs >= 1 && num_reqs <= limits.max_num_seqs, E::kInvalidArgument, "a step has ",
            num_reqs, " requests; it needs 1 to max_num_seqs = ", limits.max_num_seqs);
@@ -108,7 +95,7 @@ StepShape validate_step(const StepBatch& batch, const StepLimits& limits, bool c
   return shape;
 }
 
-void StepMetadata::assign(const StepBatch& batch, const StepLimits& limits, int padded_tokens,
+void StepMetadata::assign(const StepBatch& batch, const DeploymentLimits& limits, int padded_tokens,
                           int padded_reqs) {
   const int num_reqs = static_cast<int>(batch.requests.size());
   const BlockSize block_size(limits.block_size);

@@ -13,10 +13,8 @@ std::string_view to_string(RegionKind kind) {
     case RegionKind::kActivations: return "activations";
     case RegionKind::kInputs: return "inputs";
     case RegionKind::kOutputs: return "outputs";
-    case RegionKind::kAttentionOutputs: return "attention_outputs";
     case RegionKind::kMetadata: return "metadata";
     case RegionKind::kWorkspace: return "workspace";
-    case RegionKind::kDcp: return "dcp";
     case RegionKind::kKvCache: return "kv_cache";
   }
   return "unknown";

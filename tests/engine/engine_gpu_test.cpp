@@ -14,8 +14,10 @@
 
 #include "engine/engine_test_util.h"
 #include "freezeframe/core/cuda_handles.h"
+#include "freezeframe/core/device_properties.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/engine.h"
+#include "freezeframe/engine/memory_planner.h"
 #include "freezeframe/engine/spec.h"
 #include "support/gpu.h"
 
@@ -97,7 +99,7 @@ TEST_P(EngineReplay, ReplayEqualsEagerForEverySize) {
   std::vector<int> sizes(engine.dispatcher().capture_sizes().begin(),
                          engine.dispatcher().capture_sizes().end());
   for (int off : {3, 7, 25, 45, 63}) sizes.push_back(off);
-  const StepLimits& limits = engine.limits();
+  const DeploymentLimits& limits = engine.limits();
   int full = 0, piecewise = 0;
   for (const int n : sizes) {
     for (const bool mixed : {false, true}) {
@@ -143,6 +145,31 @@ INSTANTIATE_TEST_SUITE_P(Modes, EngineReplay,
                            return info.param.backend + "_" + info.param.mode +
                                   (info.param.max_len > 1024 ? "_long_rows" : "");
                          });
+
+// The plan the engine makes on the GPU is the dry run's, given the device's properties: no
+// backend asks the GPU anything that shapes memory.
+TEST(Engine, PlanEqualsTheDryRunWithTheDevicesProperties) {
+  FF_REQUIRE_GPU();
+  const EngineSpec spec = parse_spec(tiny_spec("paged_decode", "  mode: full_and_piecewise\n"));
+  const std::int64_t device_memory = std::int64_t(2) << 30;
+  const Engine engine(spec, {.device_memory = device_memory, .capture_graphs = false});
+  DeviceProperties device = DeviceProperties::h200();
+  device.sm_count = current_device_properties().sm_count;  // all the plan depends on
+  const MemoryPlan dry = plan_memory(spec, device_memory, device);
+  const MemoryPlan& real = engine.plan();
+  ASSERT_EQ(dry.regions().size(), real.regions().size());
+  for (std::size_t i = 0; i < dry.regions().size(); ++i) {
+    const MemoryRegion& a = dry.regions()[i];
+    const MemoryRegion& b = real.regions()[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.offset, b.offset) << a.name;
+    EXPECT_EQ(a.bytes, b.bytes) << a.name;
+    EXPECT_EQ(a.placements.size(), b.placements.size()) << a.name;
+  }
+  EXPECT_GT(real.find("attention_workspace") ? real.region("attention_workspace").bytes : 0, 0)
+      << "paged_decode states a split-KV workspace";
+  EXPECT_EQ(dry.kv_cache.num_blocks, real.kv_cache.num_blocks);
+}
 
 TEST(Engine, GraphCountMatchesTheSpec) {
   FF_REQUIRE_GPU();

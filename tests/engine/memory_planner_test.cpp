@@ -72,20 +72,22 @@ TEST(ModelProgram, MlaLayersUseTheirOwnProjections) {
 // alignment padding):
 //   weights              16,060,522,496  (8,030,261,248 bf16 parameters)
 //   activations             771,751,936  (hidden 8192·4096·2 + gate_up 8192·28672·2
-//                                         + act 8192·14336·2, live together at silu_and_mul)
+//                                         + act 8192·14336·2, live together at silu_and_mul;
+//                                         each layer's attention output, 8192·4096·2, lives
+//                                         from attention to o_proj and takes less)
 //   inputs                       98,304  (token ids 8192·4 + positions 8192·8)
-//   outputs                 131,334,144  (logits 256·128256·4)
-//   attention_outputs     2,147,483,648  (32 layers · 8192·4096·2)
 //   metadata.reference       16,846,592  (compact width 256 + query_start_loc 1,280 + seq_lens 1,024
 //                                         + seq_start_loc 1,280 + slot_mapping 65,536
 //                                         + block table 256·8192·4 = 8,388,608, and as
 //                                         much again for its compact upload)
+//   outputs                 131,334,144  (logits 256·128256·4)
 //   cublas_workspace         33,554,432
-//   fixed total          19,161,591,552
-// KV: 77,309,411,328 − 19,161,591,552 = 58,147,819,776 bytes; one block over 32 layers is
-// 32 · 2 (K, V) · 16 tokens · 8 heads · 128 · 2 bytes = 2,097,152; 58,147,819,776 / 2,097,152
-// = 27,727.04 → 27,727 blocks = 443,632 tokens; a 131,072-token sequence needs 8,192 blocks,
-// so 3 fit at once.
+//   fixed total          17,014,107,904
+// KV: 77,309,411,328 − 17,014,107,904 = 60,295,303,424 bytes; one block over 32 layers is
+// 32 · 2 (K, V) · 16 tokens · 8 heads · 128 · 2 bytes = 2,097,152; 60,295,303,424 / 2,097,152
+// = 28,751.04 → 28,751 blocks = 460,016 tokens; a 131,072-token sequence needs 8,192 blocks,
+// so 3 fit at once. (A buffer per layer for the attention outputs, 2 GiB, would cost 1,024
+// blocks: 16,384 tokens.)
 TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
   const EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
   const MemoryPlan plan = plan_memory(spec, 80 * GiB);
@@ -95,7 +97,16 @@ TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
   EXPECT_EQ(plan.activations.lower_bound_bytes, 771'751'936);
   EXPECT_EQ(plan.region("inputs").bytes, 98'304);
   EXPECT_EQ(plan.region("outputs").bytes, 131'334'144);
-  EXPECT_EQ(plan.region("attention_outputs").bytes, 2'147'483'648);
+  EXPECT_EQ(plan.find("attention_outputs"), nullptr) << "attention outputs are activations";
+  int attention_outputs = 0;
+  for (const Placement& p : plan.region("activations").placements) {
+    if (p.name.ends_with(".attn_out")) {
+      ++attention_outputs;
+      EXPECT_EQ(p.bytes, 8192 * 4096 * 2) << p.name;
+      EXPECT_EQ(p.last_step - p.first_step, 1) << p.name << " lives from attention to o_proj";
+    }
+  }
+  EXPECT_EQ(attention_outputs, 32);
   EXPECT_EQ(plan.region("metadata.reference").bytes, 16'846'592);
   EXPECT_EQ(plan.region("metadata.reference").offset,
             plan.region("inputs").offset + plan.region("inputs").bytes)
@@ -103,12 +114,12 @@ TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
   EXPECT_EQ(plan.find("split_kv_workspace"), nullptr) << "split-KV decode uses attention_workspace";
   EXPECT_EQ(plan.region("cublas_workspace").bytes, 33'554'432);
   EXPECT_EQ(plan.find("attention_workspace"), nullptr) << "the reference impl needs none";
-  EXPECT_EQ(plan.region("kv_cache").offset, 19'161'591'552);
+  EXPECT_EQ(plan.region("kv_cache").offset, 17'014'107'904);
   EXPECT_EQ(plan.kv_cache.bytes_per_block, 2'097'152);
-  EXPECT_EQ(plan.kv_cache.num_blocks, 27'727);
-  EXPECT_EQ(plan.kv_cache.tokens_per_rank, 443'632);
+  EXPECT_EQ(plan.kv_cache.num_blocks, 28'751);
+  EXPECT_EQ(plan.kv_cache.tokens_per_rank, 460'016);
   EXPECT_EQ(plan.kv_cache.max_concurrent_sequences, 3);
-  EXPECT_EQ(plan.region("kv_cache").bytes, 27'727 * std::int64_t(2'097'152));
+  EXPECT_EQ(plan.region("kv_cache").bytes, 28'751 * std::int64_t(2'097'152));
   EXPECT_EQ(plan.region("kv_cache").placements.size(), 32u);
   EXPECT_LE(plan.used_bytes(), plan.capacity_bytes());
   EXPECT_GT(plan.used_bytes() + plan.kv_cache.bytes_per_block, plan.capacity_bytes())
@@ -165,13 +176,20 @@ TEST(MemoryPlanner, LayersSharingKvAliasOneCache) {
   EXPECT_GT(b.kv_cache.num_blocks, a.kv_cache.num_blocks);
 }
 
-TEST(MemoryPlanner, DcpShardsTheCacheAndAddsLseBuffers) {
+TEST(MemoryPlanner, DcpShardsTheCacheAndPlansLseAsActivations) {
   const std::string text = std::string(kTiny) + "dcp:\n  world_size: 4\n";
   const MemoryPlan one = plan_memory(parse_spec(kTiny), 8 * GiB);
   const MemoryPlan four = plan_memory(parse_spec(text), 8 * GiB);
-  EXPECT_EQ(four.region("dcp_lse").placements.size(), 4u);
-  EXPECT_EQ(four.region("dcp_lse").placements[0].bytes, 1024 * 8 * 4) << "[tokens, heads] f32";
-  EXPECT_EQ(four.region("dcp_gather").bytes, 4 * 1024 * 8 * 4 + 4 * 1024 * 8 * 128 * 4);
+  int lse = 0;
+  for (const Placement& p : four.region("activations").placements) {
+    if (!p.name.ends_with(".attn_lse")) continue;
+    ++lse;
+    EXPECT_EQ(p.bytes, 1024 * 8 * 4) << "[tokens, heads] f32";
+  }
+  EXPECT_EQ(lse, 4) << "one per layer, packed by lifetime";
+  for (const Placement& p : one.region("activations").placements) {
+    EXPECT_FALSE(p.name.ends_with(".attn_lse")) << "no LSE without DCP";
+  }
   // Each rank holds a quarter of every sequence: 4096 tokens → 1024 per rank = 64 blocks.
   EXPECT_EQ(four.kv_cache.max_concurrent_sequences, four.kv_cache.num_blocks / 64);
   EXPECT_EQ(one.kv_cache.max_concurrent_sequences, one.kv_cache.num_blocks / 256);
@@ -193,16 +211,16 @@ TEST(MemoryPlanner, DcpRankTokensFollowTheInterleave) {
 TEST(MemoryPlanner, ABudgetWithoutRoomForOneSequenceSaysWhatIsMissing) {
   const EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
   try {
-    (void)plan_memory(spec, 24 * GiB);  // 0.9 · 24 GiB < 19.3 GB fixed + 16 GiB of KV
+    (void)plan_memory(spec, 24 * GiB);  // 0.9 · 24 GiB < 17.0 GB fixed + 16 GiB of KV
     FAIL() << "the plan was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory);
     const std::string msg = e.what();
     EXPECT_NE(msg.find("llama-3.1-8b.yaml:21:18: cache.memory_budget"), std::string::npos) << msg;
     EXPECT_NE(msg.find("131072 tokens = 8192 blocks"), std::string::npos) << msg;
-    // needed: 19,161,591,552 + 8192 · 2 MiB = 36,341,460,736; budget 0.9 · 24 GiB
-    // = 23,192,823,398 → 13,148,637,338 missing.
-    EXPECT_NE(msg.find("13148637338 bytes"), std::string::npos) << msg;
+    // needed: 17,014,107,904 + 8192 · 2 MiB = 34,193,977,088; budget 0.9 · 24 GiB
+    // = 23,192,823,398 → 11,001,153,690 missing.
+    EXPECT_NE(msg.find("11001153690 bytes"), std::string::npos) << msg;
   }
 }
 

@@ -8,8 +8,8 @@
 namespace freezeframe {
 namespace {
 
-StepLimits limits() {
-  StepLimits l;
+DeploymentLimits limits() {
+  DeploymentLimits l;
   l.max_num_seqs = 8;
   l.max_num_batched_tokens = 64;
   l.max_model_len = 100;

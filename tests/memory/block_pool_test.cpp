@@ -31,6 +31,19 @@ TEST(BlockPool, HandsOutEveryBlockOnceAndTakesThemBack) {
   EXPECT_EQ(c, (std::vector<std::int32_t>{0, 1, 2, 3})) << "freed blocks are reused";
 }
 
+TEST(BlockPool, AHugePoolCostsOnlyWhatItHandsOut) {
+  // The largest pool 32-bit ids allow: building it allocates nothing per block.
+  BlockPool pool(0x7fffffff);
+  std::vector<std::int32_t> table;
+  pool.allocate(3, table);
+  EXPECT_EQ(table, (std::vector<std::int32_t>{0, 1, 2}));
+  EXPECT_EQ(pool.num_free(), 0x7fffffff - 3);
+  EXPECT_TRUE(pool.is_free(0x7ffffffe));
+  EXPECT_FALSE(pool.is_free(1));
+  pool.release(table);
+  EXPECT_EQ(pool.num_free(), 0x7fffffff);
+}
+
 TEST(BlockPool, ExhaustionTakesNothing) {
   BlockPool pool(5);
   std::vector<std::int32_t> table;

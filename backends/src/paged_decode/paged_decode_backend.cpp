@@ -37,6 +37,37 @@ int heads_per_cta(int group_size) {
   return 1;
 }
 
+/// Split-KV scratch of a launch over `rows` rows in `splits` splits: the partial outputs (f32,
+/// rounded up to 256 bytes), then the partial LSEs.
+struct SplitWorkspace {
+  std::size_t partial_lse = 0, total = 0;
+
+  SplitWorkspace(const AttentionParams& p, int splits, int rows) {
+    if (splits == 1) return;
+    const std::size_t states = std::size_t(splits) * rows * p.num_heads;
+    partial_lse = (states * p.head_size * sizeof(float) + 255) / 256 * 256;
+    total = partial_lse + states * sizeof(float);
+  }
+};
+
+/// The longest sequence a row may hold: the block table's row length × the block size.
+long max_seq_tokens(const BatchLimits& limits) {
+  return static_cast<long>(limits.max_blocks_per_req) * std::max(limits.block_size, 1);
+}
+
+/// Workspace for every row count within `limits` at the most splits `policy` may choose, so
+/// it holds whatever split count the kernel's occupancy leads to.
+std::size_t workspace_for(const AttentionParams& p, const BatchLimits& limits,
+                          const DecodeSplitPolicy& policy) {
+  const int ctas_per_row = p.num_heads / heads_per_cta(p.num_heads / p.num_kv_heads);
+  std::size_t most = 0;
+  for (int rows = 1; rows <= limits.max_num_tokens; ++rows) {
+    const int splits = policy.most_splits(rows, ctas_per_row, max_seq_tokens(limits));
+    most = std::max(most, SplitWorkspace(p, splits, rows).total);
+  }
+  return most;
+}
+
 class PagedDecodeImpl final : public AttentionImpl {
  public:
   PagedDecodeImpl(const AttentionParams& params, DcpGroup dcp)
@@ -56,12 +87,7 @@ class PagedDecodeImpl final : public AttentionImpl {
   bool fused_output_quant_supported(const QuantKey&) const override { return false; }
 
   std::size_t workspace_bytes(const BatchLimits& limits) const override {
-    const long max_seq_tokens = static_cast<long>(limits.max_blocks_per_req) * std::max(limits.block_size, 1);
-    std::size_t most = 0;
-    for (int rows = 1; rows <= limits.max_num_tokens; ++rows) {
-      most = std::max(most, layout(rows, max_seq_tokens).total);
-    }
-    return most;
+    return workspace_for(params(), limits, policy_);
   }
 
   void forward(const AttentionLayer& layer, const TensorView& query, const TensorView& key,
@@ -70,19 +96,6 @@ class PagedDecodeImpl final : public AttentionImpl {
                const OutputQuant& quant) override;
 
  private:
-  struct Workspace {
-    int splits;
-    std::size_t partial_lse, total;
-  };
-  Workspace layout(int rows, long max_seq_tokens) const {
-    const AttentionParams& p = params();
-    const int splits = policy_.splits(rows, p.num_heads / heads_per_cta_, max_seq_tokens);
-    if (splits == 1) return {1, 0, 0};
-    const std::size_t states = std::size_t(splits) * rows * p.num_heads;
-    const std::size_t out_bytes = (states * p.head_size * sizeof(float) + 255) / 256 * 256;
-    return {splits, out_bytes, out_bytes + states * sizeof(float)};
-  }
-
   int heads_per_cta_;
   DecodeSplitPolicy policy_;
 };
@@ -107,12 +120,14 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
            E::kInvalidArgument, "paged_decode reads the cache in 16-byte vectors: its block, "
            "token and head strides must be multiples of 16 bytes");
   const int block_size = static_cast<int>(k_cache.size(1));
-  const Workspace ws = layout(rows, static_cast<long>(md.block_table_stride) * block_size);
+  const int splits = policy_.splits(rows, p.num_heads / heads_per_cta_,
+                                    static_cast<long>(md.block_table_stride) * block_size);
+  const SplitWorkspace ws(p, splits, rows);
   FF_CHECK(ws.total == 0 || (layer.workspace.defined() && layer.workspace.is_cuda() &&
                              static_cast<std::size_t>(layer.workspace.span_bytes()) >= ws.total),
            E::kOutOfMemory, "layer '", layer.name, "': the split-KV workspace holds ",
            layer.workspace.defined() ? layer.workspace.span_bytes() : 0, " bytes; ", rows,
-           " rows in ", ws.splits, " splits need ", ws.total);
+           " rows in ", splits, " splits need ", ws.total);
 
   const bool writes_cache = p.kv_sharing_target_layer_name.empty();
   if (writes_cache) {
@@ -134,7 +149,7 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
   d.out_stride_head = out.stride(1);
   d.lse = lse_ln.defined() ? lse_ln.data_as<float>() : nullptr;
   d.lse_stride_token = lse_ln.defined() ? lse_ln.stride(0) : 0;
-  if (ws.splits > 1) {
+  if (splits > 1) {
     auto* base = static_cast<std::uint8_t*>(layer.workspace.data());
     d.partial_out = reinterpret_cast<float*>(base);
     d.partial_lse = reinterpret_cast<float*>(base + ws.partial_lse);
@@ -155,7 +170,7 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
   d.num_rows = rows;
   d.num_heads = p.num_heads;
   d.num_kv_heads = p.num_kv_heads;
-  d.num_splits = ws.splits;
+  d.num_splits = splits;
   d.q_scale = p.scale * (fp8 ? layer.k_scale : 1.0f);
   d.v_scale = fp8 ? layer.v_scale : 1.0f;
   d.softcap = p.logits_soft_cap;
@@ -163,7 +178,7 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
   d.use_alibi = !p.alibi_slopes.empty();
   std::copy(p.alibi_slopes.begin(), p.alibi_slopes.end(), d.alibi);
   paged_decode::launch_decode(d, query.dtype(), kv_cache.dtype(), p.head_size, heads_per_cta_, stream);
-  if (ws.splits > 1) paged_decode::launch_combine(d, query.dtype(), p.head_size, stream);
+  if (splits > 1) paged_decode::launch_combine(d, query.dtype(), p.head_size, stream);
 
   if (md.num_decode_tokens < rows) {  // prefill chunks and padding rows
     reference::AttentionLaunch rest;
@@ -208,6 +223,11 @@ class PagedDecodeBackend final : public AttentionBackend {
   // Head-major inside a block: one KV head's rows of a block are contiguous, so a CTA that
   // serves one KV head streams whole blocks.
   std::vector<int> kv_cache_stride_order() const override { return {0, 1, 3, 2, 4}; }
+
+  std::size_t workspace_bytes(const AttentionParams& p, const BatchLimits& limits,
+                              const DeviceProperties& device) const override {
+    return workspace_for(p, limits, DecodeSplitPolicy::for_device(device));
+  }
 
   std::unique_ptr<AttentionImpl> make_impl(const AttentionParams& p, DcpGroup dcp) const override {
     check_common_params(*this, p);

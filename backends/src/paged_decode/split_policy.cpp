@@ -17,4 +17,10 @@ DecodeSplitPolicy DecodeSplitPolicy::for_current_device() {
   return policy;
 }
 
+DecodeSplitPolicy DecodeSplitPolicy::for_device(const DeviceProperties& device) {
+  DecodeSplitPolicy policy;
+  policy.sm_count = device.sm_count;
+  return policy;
+}
+
 }  // namespace freezeframe

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "freezeframe/core/device_properties.h"
 #include "paged_decode/decode_params.h"
 
 namespace freezeframe {
@@ -24,6 +25,8 @@ struct DecodeSplitPolicy {
 
   /// Reads the current device's multiprocessor count (132 assumed without a GPU).
   static DecodeSplitPolicy for_current_device();
+  /// The policy for a device of these properties.
+  static DecodeSplitPolicy for_device(const DeviceProperties& device);
 
   /// At most about this many CTAs per SM in total: real sequences are usually far shorter
   /// than the longest the deployment allows, and each split beyond what fills the GPU costs
@@ -39,10 +42,7 @@ struct DecodeSplitPolicy {
     const long ctas = std::max(1L, static_cast<long>(rows) * ctas_per_row);
     const long slots = std::max(1L, static_cast<long>(sm_count) * resident_ctas_per_sm);
     const long tiles = std::max(1L, (max_seq_tokens + 15) / 16);
-    const long useful = (max_seq_tokens + min_tokens_per_split - 1) / min_tokens_per_split;
-    const long filling = (static_cast<long>(ctas_per_sm) * sm_count + ctas - 1) / ctas;
-    const long most = std::clamp(std::min({useful, filling, static_cast<long>(max_splits)}), 1L,
-                                 static_cast<long>(max_splits));
+    const long most = most_splits(rows, ctas_per_row, max_seq_tokens);
     long best = 1, best_cost = std::numeric_limits<long>::max();
     for (long s = 1; s <= most; ++s) {
       const long waves = (ctas * s + slots - 1) / slots;
@@ -53,6 +53,16 @@ struct DecodeSplitPolicy {
       }
     }
     return static_cast<int>(best);
+  }
+
+  /// The bound splits() chooses within: it depends on the SM count but not on the kernel's
+  /// occupancy, so workspaces sized by it need no GPU to be stated.
+  [[nodiscard]] int most_splits(int rows, int ctas_per_row, long max_seq_tokens) const {
+    const long ctas = std::max(1L, static_cast<long>(rows) * ctas_per_row);
+    const long useful = (max_seq_tokens + min_tokens_per_split - 1) / min_tokens_per_split;
+    const long filling = (static_cast<long>(ctas_per_sm) * sm_count + ctas - 1) / ctas;
+    return static_cast<int>(std::clamp(std::min({useful, filling, static_cast<long>(max_splits)}),
+                                       1L, static_cast<long>(max_splits)));
   }
 };
 

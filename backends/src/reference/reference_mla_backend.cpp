@@ -54,6 +54,17 @@ struct MlaWorkspace {
     w.total = static_cast<std::size_t>(at);
     return w;
   }
+
+  /// The whole workspace for batches within `limits`: its query rows, and the prefill context
+  /// they may expand (max_prefill_context_tokens, else the longer of a step and a sequence).
+  static std::size_t bytes(const MlaParams& p, const BatchLimits& limits) {
+    const std::int64_t context =
+        limits.max_prefill_context_tokens > 0
+            ? limits.max_prefill_context_tokens
+            : std::max<std::int64_t>(limits.max_num_tokens,
+                                     std::int64_t(limits.max_blocks_per_req) * limits.block_size);
+    return layout(p, limits.max_num_tokens, context).total;
+  }
 };
 
 TensorView f32_view(const TensorView& workspace, std::size_t offset,
@@ -70,12 +81,7 @@ class ReferenceMlaImpl final : public MlaImpl {
   bool can_return_lse_for_decode() const override { return true; }
 
   std::size_t workspace_bytes(const BatchLimits& limits) const override {
-    const std::int64_t context =
-        limits.max_prefill_context_tokens > 0
-            ? limits.max_prefill_context_tokens
-            : std::max<std::int64_t>(limits.max_num_tokens,
-                                     std::int64_t(limits.max_blocks_per_req) * limits.block_size);
-    return MlaWorkspace::layout(params(), limits.max_num_tokens, context).total;
+    return MlaWorkspace::bytes(params(), limits);
   }
 
   void forward(const AttentionLayer& layer, const TensorView& cq, const TensorView& kv_c,
@@ -255,6 +261,11 @@ class ReferenceMlaBackend final : public AttentionBackend {
     return {num_blocks, block_size, head_size};
   }
   std::vector<int> kv_cache_stride_order() const override { return {0, 1, 2}; }
+
+  std::size_t mla_workspace_bytes(const MlaParams& p, const BatchLimits& limits,
+                                  const DeviceProperties&) const override {
+    return MlaWorkspace::bytes(p, limits);
+  }
 
   std::unique_ptr<MlaImpl> make_mla_impl(const MlaParams& p, const MlaWeights& w,
                                          DcpGroup dcp) const override {

@@ -46,7 +46,8 @@ class AttentionImpl : public DcpAware {
 
   [[nodiscard]] const AttentionParams& params() const { return params_; }
   [[nodiscard]] virtual bool fused_output_quant_supported(const QuantKey& key) const = 0;
-  /// Workspace bytes forward needs in layer.workspace for batches within `limits`.
+  /// Workspace bytes forward needs in layer.workspace for batches within `limits` (what its
+  /// backend's workspace_bytes states for the current device).
   [[nodiscard]] virtual std::size_t workspace_bytes(const BatchLimits& limits) const = 0;
 
   /// query [T, num_heads, head_size]; key/value [T_kv, num_kv_heads, head_size] (undefined for

@@ -3,6 +3,7 @@
 // factories for its impl and metadata builder, its KV-cache shape and physical stride order,
 // and its capabilities. Backends are stateless singletons found by name in the registry.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -12,6 +13,7 @@
 #include "freezeframe/backends/attention_impl.h"
 #include "freezeframe/backends/graph_support.h"
 #include "freezeframe/backends/metadata_builder.h"
+#include "freezeframe/core/device_properties.h"
 
 namespace freezeframe {
 
@@ -33,6 +35,17 @@ class AttentionBackend {
   /// See MetadataBuilder's constructor for `device_memory`.
   [[nodiscard]] virtual std::unique_ptr<MetadataBuilder> make_builder(const BatchLimits& limits,
                                                                       void* device_memory) const;
+  /// Workspace bytes an impl made from `params` needs in AttentionLayer::workspace for any
+  /// batch within `limits` on `device`. Stated from these inputs alone, never by asking the
+  /// GPU, so a plan made without one (given the target's properties) equals the engine's.
+  /// Default: none.
+  [[nodiscard]] virtual std::size_t workspace_bytes(const AttentionParams& params,
+                                                    const BatchLimits& limits,
+                                                    const DeviceProperties& device) const;
+  /// The same for an MLA impl made from `params`.
+  [[nodiscard]] virtual std::size_t mla_workspace_bytes(const MlaParams& params,
+                                                        const BatchLimits& limits,
+                                                        const DeviceProperties& device) const;
   /// The full-graph support level of this backend's builder.
   [[nodiscard]] virtual GraphSupport graph_support() const = 0;
 

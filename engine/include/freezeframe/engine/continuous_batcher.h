@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "freezeframe/engine/step_batch.h"
@@ -18,21 +19,26 @@
 
 namespace freezeframe {
 
-struct BatcherLimits {
-  int max_num_seqs = 0;
-  int max_num_batched_tokens = 0;
-  std::int64_t max_model_len = 0;
-  int block_size = 0;
+/// How add() took a request.
+enum class Admission {
+  kQueued,         ///< queued as it is
+  kOutputCut,      ///< queued with its output cut so the sequence ends at max_model_len
+  kPromptTooLong,  ///< refused: the prompt alone is longer than max_model_len
+  kCacheTooSmall,  ///< refused: the sequence needs more KV blocks than the whole cache has
 };
+[[nodiscard]] std::string_view to_string(Admission admission);
 
 class ContinuousBatcher {
  public:
-  /// `pool` must outlive the batcher.
-  ContinuousBatcher(const BatcherLimits& limits, BlockPool& pool);
+  /// Schedules within `limits` (scheduler.max_num_seqs, max_num_batched_tokens, max_model_len,
+  /// cache.block_size) over `pool`, which must outlive the batcher.
+  ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool);
 
-  /// Queues a request that has arrived. Prompt and output are clamped so the sequence fits
-  /// max_model_len (at least one prompt token is kept); an output of 0 finishes at prefill.
-  void add(int id, std::int32_t prompt_tokens, std::int32_t output_tokens);
+  /// Queues a request that has arrived, unless it cannot run (a prompt longer than
+  /// max_model_len, or a sequence larger than the whole cache); an output that would run past
+  /// max_model_len is cut there, as a server stops such a request by length. Nothing is
+  /// clamped silently: the return value says which. An output of 0 finishes at prefill.
+  Admission add(int id, std::int32_t prompt_tokens, std::int32_t output_tokens);
 
   /// The next step, or nullptr when no request can run. Valid until complete_step().
   [[nodiscard]] const StepBatch* schedule();
@@ -53,7 +59,7 @@ class ContinuousBatcher {
   };
   [[nodiscard]] bool in_prefill(const Request& r) const { return r.computed < r.prompt; }
 
-  BatcherLimits limits_;
+  DeploymentLimits limits_;
   BlockPool& pool_;
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> running_;  // admission order

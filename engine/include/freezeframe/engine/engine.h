@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "freezeframe/core/tensor.h"
+#include "freezeframe/engine/deployment.h"
 #include "freezeframe/engine/spec.h"
 #include "freezeframe/engine/step_batch.h"
 #include "freezeframe/graphs/batch_descriptor.h"
@@ -142,7 +143,9 @@ class Engine {
   [[nodiscard]] const MemoryPlan& plan() const;
   [[nodiscard]] const CaptureReport& capture_report() const;
   [[nodiscard]] const Dispatcher& dispatcher() const;
-  [[nodiscard]] const StepLimits& limits() const;
+  /// The deployment's geometry: limits (with the plan's KV blocks), KV geometry, rank view.
+  [[nodiscard]] const DeploymentGeometry& geometry() const;
+  [[nodiscard]] const DeploymentLimits& limits() const;
   [[nodiscard]] cudaStream_t stream() const;
   /// Graphs held (pieces and layers counted one by one).
   [[nodiscard]] int num_graphs() const;

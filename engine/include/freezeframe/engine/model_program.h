@@ -10,6 +10,8 @@
 //   kv_a_layernorm → mla_attention (rope, latent cache write, absorbed/expanded attention;
 //   the impl owns q_proj and kv_b_proj) → o_proj (+ residual), then the MLP when present.
 // Around the layers: embedding first; final_norm and lm_head (last token of each sequence).
+// With decode context parallelism each attention op also writes its LSE (f32 [T, heads]) for
+// the merge across ranks.
 
 #include <cstdint>
 #include <string>
@@ -44,10 +46,9 @@ enum class OpKind {
 
 /// Where a program tensor lives.
 enum class TensorHome {
-  kActivation,       ///< packed by lifetime in the activation region
-  kInput,            ///< per-step input at a fixed address (written by the host each step)
-  kOutput,           ///< per-step output at a fixed address (read by the caller)
-  kAttentionOutput,  ///< a per-layer buffer handed to a backend that accepts an output buffer
+  kActivation,  ///< packed by lifetime in the activation region (attention outputs too)
+  kInput,       ///< per-step input at a fixed address (written by the host each step)
+  kOutput,      ///< per-step output at a fixed address (read by the caller)
 };
 
 /// How a tensor's rows scale with the step.

@@ -21,6 +21,12 @@ namespace freezeframe {
 struct ServingReport {
   std::size_t requests = 0;
   std::size_t finished = 0;
+  /// Requests the batcher refused (a prompt longer than scheduler.max_model_len, or a
+  /// sequence larger than the whole KV cache), and those whose output it cut at
+  /// max_model_len: none is clamped silently.
+  std::size_t refused_prompt_too_long = 0;
+  std::size_t refused_cache_too_small = 0;
+  std::size_t outputs_cut = 0;
   long steps = 0;
   long prefill_tokens = 0;
   long decode_tokens = 0;
@@ -46,7 +52,7 @@ struct ServingOptions {
 
 /// Replays `trace` through the spec's batcher and `dispatcher` (the engine's when `engine` is
 /// given, which then runs every step and waits for it). `num_blocks`: the KV cache's blocks.
-[[nodiscard]] ServingReport run_serving_loop(const EngineSpec& spec, std::int32_t num_blocks,
+[[nodiscard]] ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
                                              const Dispatcher& dispatcher,
                                              const std::vector<TraceRequest>& trace,
                                              Engine* engine, const ServingOptions& options = {});

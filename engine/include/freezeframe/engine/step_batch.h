@@ -13,10 +13,9 @@
 #include <vector>
 
 #include "freezeframe/backends/attention_metadata.h"
+#include "freezeframe/engine/deployment.h"
 
 namespace freezeframe {
-
-struct EngineSpec;
 
 struct StepRequest {
   std::int32_t query_len = 0;                  ///< new tokens this step
@@ -31,18 +30,6 @@ struct StepBatch {
   /// Token id of each new token, request by request; empty = token 0 everywhere (benchmarks).
   std::span<const std::int32_t> token_ids;
 };
-
-/// What a step may hold, from the spec and the KV cache's size.
-struct StepLimits {
-  int max_num_seqs = 0;
-  int max_num_batched_tokens = 0;
-  std::int64_t max_model_len = 0;
-  int block_size = 0;
-  std::int32_t num_blocks = 0;
-  int max_blocks_per_req = 0;  ///< ceil(max_model_len / block_size)
-  std::int32_t vocab_size = 0;  ///< token ids must lie below it (0: not checked)
-};
-[[nodiscard]] StepLimits step_limits(const EngineSpec& spec, std::int32_t num_blocks);
 
 /// The shape the dispatcher needs.
 struct StepShape {
@@ -59,7 +46,7 @@ struct StepShape {
 /// outside the vocabulary. With `check_block_ids` false, whether the ids lie in the pool is
 /// left to the staging (a MetadataBuilder with BatchLimits::num_blocks checks the rows it
 /// writes, and so only the rows that changed since the last step).
-[[nodiscard]] StepShape validate_step(const StepBatch& batch, const StepLimits& limits,
+[[nodiscard]] StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
                                       bool check_block_ids = true);
 
 /// Host metadata of a validated step, padded to `padded_tokens` rows and `padded_reqs`
@@ -68,11 +55,11 @@ struct StepShape {
 class StepMetadata {
  public:
   StepMetadata() = default;
-  StepMetadata(const StepBatch& batch, const StepLimits& limits, int padded_tokens, int padded_reqs) {
+  StepMetadata(const StepBatch& batch, const DeploymentLimits& limits, int padded_tokens, int padded_reqs) {
     assign(batch, limits, padded_tokens, padded_reqs);
   }
   /// Rebuilds it for another step, reusing its memory (the serving loop's steady state).
-  void assign(const StepBatch& batch, const StepLimits& limits, int padded_tokens, int padded_reqs);
+  void assign(const StepBatch& batch, const DeploymentLimits& limits, int padded_tokens, int padded_reqs);
 
   [[nodiscard]] CommonAttentionMetadata common() const;
   [[nodiscard]] std::span<const std::int32_t> query_start_loc() const { return query_start_loc_; }

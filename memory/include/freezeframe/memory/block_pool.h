@@ -11,11 +11,14 @@ namespace freezeframe {
 
 class BlockPool {
  public:
-  /// A pool of blocks 0 .. num_blocks − 1, all free.
+  /// A pool of blocks 0 .. num_blocks − 1, all free. Its host memory grows with the blocks
+  /// ever handed out, not with the pool's size (a pool may have billions of blocks).
   explicit BlockPool(std::int32_t num_blocks);
 
-  [[nodiscard]] std::int32_t num_blocks() const { return static_cast<std::int32_t>(in_use_.size()); }
-  [[nodiscard]] std::int32_t num_free() const { return static_cast<std::int32_t>(free_.size()); }
+  [[nodiscard]] std::int32_t num_blocks() const { return num_blocks_; }
+  [[nodiscard]] std::int32_t num_free() const {
+    return static_cast<std::int32_t>(released_.size()) + (num_blocks_ - fresh_);
+  }
   [[nodiscard]] bool is_free(std::int32_t block) const;
 
   /// Appends `count` free blocks to `table`. Throws kOutOfMemory (taking none) when fewer than
@@ -26,8 +29,10 @@ class BlockPool {
   void release(std::span<const std::int32_t> blocks);
 
  private:
-  std::vector<std::int32_t> free_;  // a stack: the most recently freed block is reused first
-  std::vector<bool> in_use_;
+  std::int32_t num_blocks_ = 0;
+  std::int32_t fresh_ = 0;               // blocks [fresh_, num_blocks_) were never handed out
+  std::vector<std::int32_t> released_;   // a stack: the most recently freed block is reused first
+  std::vector<bool> in_use_;             // over [0, fresh_)
 };
 
 /// Blocks of `block_size` tokens needed to hold `tokens` tokens.

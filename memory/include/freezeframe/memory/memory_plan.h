@@ -19,10 +19,8 @@ enum class RegionKind {
   kActivations,       ///< tensors of the model program, packed by lifetime
   kInputs,            ///< per-step inputs at fixed addresses (token ids, positions)
   kOutputs,           ///< per-step outputs at fixed addresses (logits)
-  kAttentionOutputs,  ///< per-layer attention output buffers (backends that accept one)
   kMetadata,          ///< persistent attention metadata buffers of a backend's builder
   kWorkspace,         ///< scratch shared by all layers (backend, split-KV, cuBLAS)
-  kDcp,               ///< decode-context-parallel LSE and partial-output buffers
   kKvCache,           ///< the paged KV cache: whatever is left of the budget
 };
 

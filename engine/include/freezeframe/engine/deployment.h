@@ -1,0 +1,86 @@
+#pragma once
+// DeploymentGeometry: what the planner, the step validation, the batcher and the engine need
+// to know about the shape of a deployment, derived once from its spec: the limits of a step
+// and of a sequence, the geometry of this rank's KV cache, and which rank this engine is.
+
+#include <cstdint>
+
+#include "freezeframe/backends/attention_metadata.h"
+#include "freezeframe/core/dtype.h"
+
+namespace freezeframe {
+
+struct EngineSpec;
+
+/// Which rank of the deployment this engine is. Tensor parallelism splits heads and weights
+/// over tp_size ranks; decode context parallelism shards each sequence's KV cache by token
+/// over dcp_size of them (dcp_size divides tp_size), interleave tokens at a time.
+struct RankView {
+  int tp_rank = 0;
+  int tp_size = 1;
+  int dcp_rank = 0;
+  int dcp_size = 1;
+  int dcp_interleave = 1;
+
+  bool operator==(const RankView&) const = default;
+};
+
+/// This rank's KV cache per layer that owns one.
+struct KvGeometry {
+  int num_kv_heads = 0;  ///< heads this rank keeps (MLA: 1, the shared latent)
+  int head_width = 0;    ///< elements per head and token (MLA: kv_lora_rank + qk_rope_head_dim)
+  DType dtype = DType::kBF16;
+  bool latent = false;   ///< MLA: one latent per token instead of key and value heads
+
+  bool operator==(const KvGeometry&) const = default;
+};
+
+/// What one step and one sequence may hold.
+struct DeploymentLimits {
+  int max_num_seqs = 0;
+  int max_num_batched_tokens = 0;
+  std::int64_t max_model_len = 0;
+  int block_size = 0;
+  /// KV blocks in this rank's pool: block ids lie in [0, num_blocks); 0 until planned.
+  std::int32_t num_blocks = 0;
+  /// Block-table row length: the blocks this rank needs for a max_model_len sequence.
+  int max_blocks_per_req = 0;
+  /// Σ seq_len over the prefills of one step, for workspaces that expand a context.
+  std::int64_t max_prefill_context_tokens = 0;
+  std::int32_t vocab_size = 0;  ///< token ids lie below it
+
+  bool operator==(const DeploymentLimits&) const = default;
+};
+
+struct DeploymentGeometry {
+  DeploymentLimits limits;
+  KvGeometry kv;
+  RankView rank;
+
+  /// The geometry of a validated spec for the rank with these indices in its groups (group
+  /// sizes from the spec; num_blocks left 0).
+  [[nodiscard]] static DeploymentGeometry of(const EngineSpec& spec, int tp_rank = 0,
+                                             int dcp_rank = 0);
+
+  /// The same with the plan's KV blocks. Block ids are 32-bit: throws kInvalidArgument past
+  /// 2^31 − 1 (the planner caps the cache there).
+  [[nodiscard]] DeploymentGeometry with_num_blocks(std::int64_t num_blocks) const;
+
+  /// The limits metadata builders and attention workspaces are sized for.
+  [[nodiscard]] BatchLimits batch_limits() const;
+
+  /// Tokens of a sequence of `length` that this rank holds (see dcp_rank_tokens).
+  [[nodiscard]] std::int64_t rank_tokens(std::int64_t length) const;
+
+  bool operator==(const DeploymentGeometry&) const = default;
+};
+
+/// Tokens of a sequence of `length` that DCP rank `rank` holds (DESIGN.md, "Decode context
+/// parallelism"): base + clamp(rem − rank·I, 0, I), base = (L div (I·W))·I, rem = L − base·W.
+[[nodiscard]] std::int64_t dcp_rank_tokens(std::int64_t length, int world_size,
+                                           int interleave_size, int rank);
+
+/// The largest block count a pool may have (block ids are int32).
+inline constexpr std::int64_t kMaxKvBlocks = 0x7fffffff;
+
+}  // namespace freezeframe
