@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "freezeframe/engine/memory_planner.h"
-#include "freezeframe/engine/model_program.h"
-#include "freezeframe/engine/spec.h"
+#include "freezeframe/engine/plan/memory_planner.h"
+#include "freezeframe/engine/model/model_program.h"
+#include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/memory/lifetime_packer.h"
 
 namespace ff = freezeframe;

@@ -13,8 +13,7 @@
 #include <vector>
 
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/engine.h"
-#include "freezeframe/engine/spec.h"
+#include "freezeframe/engine.h"
 
 int main(int argc, char** argv) {
   if (argc < 2) {

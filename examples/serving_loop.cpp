@@ -10,10 +10,10 @@
 #include <cstdlib>
 
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/engine.h"
-#include "freezeframe/engine/request_trace.h"
-#include "freezeframe/engine/serving_loop.h"
-#include "freezeframe/engine/spec.h"
+#include "freezeframe/engine/runtime/engine.h"
+#include "freezeframe/serving/request_trace.h"
+#include "freezeframe/serving/serving_loop.h"
+#include "freezeframe/engine/spec/spec.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {

@@ -9,7 +9,7 @@
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/core/device.h"
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/byte_size.h"
+#include "freezeframe/engine/spec/byte_size.h"
 
 namespace freezeframe::tools {
 

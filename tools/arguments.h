@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "freezeframe/engine/spec.h"
+#include "freezeframe/engine/spec/spec.h"
 
 namespace freezeframe::tools {
 

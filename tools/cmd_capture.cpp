@@ -13,8 +13,8 @@
 #include "arguments.h"
 #include "commands.h"
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/engine.h"
-#include "freezeframe/engine/spec.h"
+#include "freezeframe/engine/runtime/engine.h"
+#include "freezeframe/engine/spec/spec.h"
 
 namespace freezeframe::tools {
 namespace {

@@ -16,9 +16,9 @@
 #include "commands.h"
 #include "arguments.h"
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/byte_size.h"
-#include "freezeframe/engine/memory_planner.h"
-#include "freezeframe/engine/spec.h"
+#include "freezeframe/engine/spec/byte_size.h"
+#include "freezeframe/engine/plan/memory_planner.h"
+#include "freezeframe/engine/spec/spec.h"
 
 namespace freezeframe::tools {
 namespace {

@@ -14,12 +14,12 @@
 #include "commands.h"
 #include "arguments.h"
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/engine.h"
-#include "freezeframe/engine/graph_scope.h"
-#include "freezeframe/engine/memory_planner.h"
-#include "freezeframe/engine/request_trace.h"
-#include "freezeframe/engine/serving_loop.h"
-#include "freezeframe/engine/spec.h"
+#include "freezeframe/engine/runtime/engine.h"
+#include "freezeframe/engine/runtime/graph_scope.h"
+#include "freezeframe/engine/plan/memory_planner.h"
+#include "freezeframe/serving/request_trace.h"
+#include "freezeframe/serving/serving_loop.h"
+#include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/graphs/dispatcher.h"
 
 namespace freezeframe::tools {

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/byte_size.h"
-#include "freezeframe/engine/memory_planner.h"
-#include "freezeframe/engine/spec.h"
+#include "freezeframe/engine/spec/byte_size.h"
+#include "freezeframe/engine/plan/memory_planner.h"
+#include "freezeframe/engine/spec/spec.h"
 
 namespace freezeframe {
 namespace {

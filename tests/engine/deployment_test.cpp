@@ -6,9 +6,9 @@
 
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/deployment.h"
-#include "freezeframe/engine/memory_planner.h"
-#include "freezeframe/engine/spec.h"
+#include "freezeframe/engine/spec/deployment.h"
+#include "freezeframe/engine/plan/memory_planner.h"
+#include "freezeframe/engine/spec/spec.h"
 
 namespace freezeframe {
 namespace {

@@ -16,9 +16,9 @@
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/core/device_properties.h"
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/engine.h"
-#include "freezeframe/engine/memory_planner.h"
-#include "freezeframe/engine/spec.h"
+#include "freezeframe/engine/runtime/engine.h"
+#include "freezeframe/engine/plan/memory_planner.h"
+#include "freezeframe/engine/spec/spec.h"
 #include "support/gpu.h"
 
 namespace freezeframe {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/engine_test_util.h"
-#include "freezeframe/engine/engine.h"
+#include "freezeframe/engine/runtime/engine.h"
 #include "support/gpu.h"
 #include "support/nvtx_events.h"
 

@@ -15,8 +15,8 @@
 
 #include "engine/engine_test_util.h"
 #include "freezeframe/core/cuda_handles.h"
-#include "freezeframe/engine/engine.h"
-#include "freezeframe/engine/spec.h"
+#include "freezeframe/engine/runtime/engine.h"
+#include "freezeframe/engine/spec/spec.h"
 #include "support/gpu.h"
 
 namespace freezeframe {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "freezeframe/engine/step_batch.h"
+#include "freezeframe/engine/runtime/step_batch.h"
 
 namespace freezeframe::testing {
 

@@ -15,7 +15,7 @@
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/graphs/cuda_graph.h"
-#include "gemm.h"
+#include "model/gemm.h"
 #include "support/device_tensor.h"
 #include "support/gpu.h"
 #include "support/random.h"

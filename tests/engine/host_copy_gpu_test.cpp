@@ -12,7 +12,7 @@
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/graphs/cuda_graph.h"
-#include "host_copy.h"
+#include "runtime/host_copy.h"
 #include "support/gpu.h"
 
 namespace freezeframe {

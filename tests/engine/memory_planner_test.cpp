@@ -7,12 +7,12 @@
 #include <string>
 
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/memory_planner.h"
+#include "freezeframe/engine/plan/memory_planner.h"
 #include "freezeframe/backends/registry.h"
-#include "freezeframe/engine/model_program.h"
-#include "freezeframe/engine/plan_views.h"
+#include "freezeframe/engine/model/model_program.h"
+#include "freezeframe/engine/plan/plan_views.h"
 #include "freezeframe/memory/arena.h"
-#include "freezeframe/engine/spec.h"
+#include "freezeframe/engine/spec/spec.h"
 
 namespace freezeframe {
 namespace {

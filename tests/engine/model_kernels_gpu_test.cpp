@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "freezeframe/core/error.h"
-#include "model_kernels.h"
+#include "model/model_kernels.h"
 #include "support/device_tensor.h"
 #include "support/gpu.h"
 #include "support/random.h"

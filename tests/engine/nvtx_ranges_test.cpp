@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "freezeframe/engine/memory_planner.h"
-#include "freezeframe/engine/spec.h"
+#include "freezeframe/engine/plan/memory_planner.h"
+#include "freezeframe/engine/spec/spec.h"
 #include "support/nvtx_events.h"
 
 namespace freezeframe {

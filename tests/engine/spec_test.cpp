@@ -8,8 +8,8 @@
 #include <string>
 
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/byte_size.h"
-#include "freezeframe/engine/spec.h"
+#include "freezeframe/engine/spec/byte_size.h"
+#include "freezeframe/engine/spec/spec.h"
 
 namespace freezeframe {
 namespace {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/step_batch.h"
+#include "freezeframe/engine/runtime/step_batch.h"
 
 namespace freezeframe {
 namespace {

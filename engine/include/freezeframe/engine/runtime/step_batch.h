@@ -1,0 +1,79 @@
+#pragma once
+// StepBatch: one serving-loop step as the caller describes it, its validation against the
+// deployment, and the host metadata the attention builders upload (padded to a captured
+// shape when a graph runs it).
+//
+// Note [Padding a step]: a graph captured for N rows and R requests replays with the real
+// batch padded to that shape. Padded rows get cache slot −1 (no cache write) and belong to no
+// request; padded requests have no new tokens (query_start_loc stays flat) and sequence length
+// 0, so every kernel sees an empty request. Outputs of padded rows are not part of the result.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "freezeframe/backends/attention_metadata.h"
+#include "freezeframe/engine/spec/deployment.h"
+
+namespace freezeframe {
+
+struct StepRequest {
+  std::int32_t query_len = 0;                  ///< new tokens this step
+  std::int32_t seq_len = 0;                    ///< context + new tokens
+  std::span<const std::int32_t> block_ids;     ///< the request's cache blocks, in order
+};
+
+struct StepBatch {
+  std::vector<StepRequest> requests;           ///< single-token decodes first
+  /// Cache slot of each new token; empty = derived from the block tables.
+  std::span<const std::int64_t> slot_mapping;
+  /// Token id of each new token, request by request; empty = token 0 everywhere (benchmarks).
+  std::span<const std::int32_t> token_ids;
+};
+
+/// The shape the dispatcher needs.
+struct StepShape {
+  int num_tokens = 0;
+  int num_reqs = 0;
+  int num_decodes = 0;
+  bool uniform_decode = false;  ///< every request a single-token decode
+};
+
+/// Checks `batch` against `limits` and throws kInvalidArgument naming the request and field at
+/// the first problem: counts over the scheduler limits, query_len < 1 or > seq_len, seq_len
+/// over max_model_len, decodes not first, too few blocks or block ids outside the pool, a
+/// given slot mapping that disagrees with the block tables, token ids of the wrong count or
+/// outside the vocabulary. With `check_block_ids` false, whether the ids lie in the pool is
+/// left to the staging (a MetadataBuilder with BatchLimits::num_blocks checks the rows it
+/// writes, and so only the rows that changed since the last step).
+[[nodiscard]] StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
+                                      bool check_block_ids = true);
+
+/// Host metadata of a validated step, padded to `padded_tokens` rows and `padded_reqs`
+/// requests (see Note [Padding a step]); its spans stay valid while it and the batch live.
+/// The block table is the batch's own per-request lists, by row (nothing copied).
+class StepMetadata {
+ public:
+  StepMetadata() = default;
+  StepMetadata(const StepBatch& batch, const DeploymentLimits& limits, int padded_tokens, int padded_reqs) {
+    assign(batch, limits, padded_tokens, padded_reqs);
+  }
+  /// Rebuilds it for another step, reusing its memory (the serving loop's steady state).
+  void assign(const StepBatch& batch, const DeploymentLimits& limits, int padded_tokens, int padded_reqs);
+
+  [[nodiscard]] CommonAttentionMetadata common() const;
+  [[nodiscard]] std::span<const std::int32_t> query_start_loc() const { return query_start_loc_; }
+  [[nodiscard]] std::span<const std::int32_t> seq_lens() const { return seq_lens_; }
+  [[nodiscard]] std::span<const std::span<const std::int32_t>> block_table_rows() const { return rows_; }
+  [[nodiscard]] std::span<const std::int64_t> slot_mapping() const { return slot_mapping_; }
+
+ private:
+  std::vector<std::int32_t> query_start_loc_, seq_lens_;
+  std::vector<std::span<const std::int32_t>> rows_;
+  std::vector<std::int64_t> slot_mapping_;
+  int block_table_stride_ = 0;
+  int num_tokens_ = 0;
+  int num_decodes_ = 0;
+};
+
+}  // namespace freezeframe

@@ -1,0 +1,235 @@
+#include "freezeframe/engine/model/model_program.h"
+
+#include "freezeframe/core/error.h"
+
+namespace freezeframe {
+
+std::string_view to_string(OpKind kind) {
+  switch (kind) {
+    case OpKind::kEmbedding: return "embedding";
+    case OpKind::kRmsNorm: return "rms_norm";
+    case OpKind::kQkvProj: return "qkv_proj";
+    case OpKind::kRope: return "rope";
+    case OpKind::kCacheWrite: return "cache_write";
+    case OpKind::kAttention: return "attention";
+    case OpKind::kOProjResidual: return "o_proj_residual";
+    case OpKind::kGateUpProj: return "gate_up_proj";
+    case OpKind::kSiluAndMul: return "silu_and_mul";
+    case OpKind::kDownProjResidual: return "down_proj_residual";
+    case OpKind::kMlaQProj: return "mla_q_proj";
+    case OpKind::kMlaKvAProj: return "mla_kv_a_proj";
+    case OpKind::kMlaKvANorm: return "mla_kv_a_norm";
+    case OpKind::kMlaAttention: return "mla_attention";
+    case OpKind::kFinalNorm: return "final_norm";
+    case OpKind::kLmHead: return "lm_head";
+  }
+  return "unknown";
+}
+
+std::int64_t ProgramWeight::bytes() const {
+  std::int64_t n = static_cast<std::int64_t>(size_of(dtype));
+  for (const std::int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<ModelProgram::Lifetime> ModelProgram::lifetimes() const {
+  std::vector<Lifetime> result(tensors.size());
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    auto touch = [&](int t) {
+      Lifetime& l = result[t];
+      if (l.first_op < 0) l.first_op = i;
+      l.last_op = i;
+    };
+    for (const int t : ops[i].writes) touch(t);
+    for (const int t : ops[i].reads) touch(t);
+  }
+  return result;
+}
+
+std::int64_t ModelProgram::weight_bytes() const {
+  std::int64_t total = 0;
+  for (const ProgramWeight& w : weights) total += w.bytes();
+  return total;
+}
+
+int ModelProgram::tensor_index(std::string_view name) const {
+  for (int i = 0; i < static_cast<int>(tensors.size()); ++i) {
+    if (tensors[i].name == name) return i;
+  }
+  FF_THROW(ErrorCode::kNotFound, "the model program has no tensor '", name, "'");
+}
+
+std::vector<TensorLifetime> activation_lifetimes(const ModelProgram& program,
+                                                std::int64_t tokens, std::int64_t sequences,
+                                                std::vector<int>* tensor_ids) {
+  const auto lifetimes = program.lifetimes();
+  std::vector<TensorLifetime> result;
+  if (tensor_ids != nullptr) tensor_ids->clear();
+  for (int t = 0; t < static_cast<int>(program.tensors.size()); ++t) {
+    const ProgramTensor& tensor = program.tensors[t];
+    if (tensor.home != TensorHome::kActivation || lifetimes[t].first_op < 0) continue;
+    result.push_back({tensor.bytes(tokens, sequences), lifetimes[t].first_op, lifetimes[t].last_op});
+    if (tensor_ids != nullptr) tensor_ids->push_back(t);
+  }
+  return result;
+}
+
+namespace {
+
+class ProgramBuilder {
+ public:
+  explicit ProgramBuilder(const EngineSpec& spec) : spec_(spec), model_(spec.model) {}
+
+  ModelProgram build();
+
+ private:
+  int tensor(std::string name, std::int64_t width, int layer,
+             TensorHome home = TensorHome::kActivation, DType dtype = DType::kU8,
+             Rows rows = Rows::kTokens) {
+    ProgramTensor t;
+    t.name = std::move(name);
+    t.dtype = dtype == DType::kU8 ? model_.dtype : dtype;
+    t.rows = rows;
+    t.width = width;
+    t.home = home;
+    t.layer = layer;
+    p_.tensors.push_back(std::move(t));
+    return static_cast<int>(p_.tensors.size()) - 1;
+  }
+  int weight(std::string name, std::vector<std::int64_t> shape, int layer) {
+    p_.weights.push_back({std::move(name), model_.dtype, std::move(shape), layer});
+    return static_cast<int>(p_.weights.size()) - 1;
+  }
+  void op(OpKind kind, int layer, std::vector<int> reads, std::vector<int> writes,
+          std::vector<int> weights = {}) {
+    p_.ops.push_back({kind, layer, std::move(reads), std::move(writes), std::move(weights)});
+  }
+  /// What an attention op writes: its output, and with DCP its LSE for the merge.
+  std::vector<int> attention_writes(int l, int out) {
+    if (spec_.dcp.world_size == 1) return {out};
+    return {out, tensor(prefix(l) + "attn_lse", model_.num_heads, l, TensorHome::kActivation,
+                        DType::kF32)};
+  }
+  void attention_block(int l, int hidden);
+  void mla_block(int l, int hidden);
+  void mlp_block(int l, int hidden);
+  std::string prefix(int l) const { return "layers." + std::to_string(l) + "."; }
+
+  const EngineSpec& spec_;
+  const ModelSpec& model_;
+  ModelProgram p_;
+  int positions_ = -1;
+};
+
+ModelProgram ProgramBuilder::build() {
+  const std::int64_t h = model_.hidden_size;
+  const int token_ids = tensor("token_ids", 1, -1, TensorHome::kInput, DType::kI32);
+  const int positions = tensor("positions", 1, -1, TensorHome::kInput, DType::kI64);
+  const int hidden = tensor("hidden", h, -1);  // the residual stream, updated in place
+  const int embed = weight("embed_tokens", {model_.vocab_size, h}, -1);
+  op(OpKind::kEmbedding, -1, {token_ids}, {hidden}, {embed});
+  positions_ = positions;  // read by rope / MLA attention
+  for (int l = 0; l < model_.num_layers; ++l) {
+    if (model_.is_mla()) {
+      mla_block(l, hidden);
+    } else {
+      attention_block(l, hidden);
+    }
+    if (model_.layers[l].mlp == MlpKind::kGatedSilu) mlp_block(l, hidden);
+  }
+  const int normed = tensor("final_normed", h, -1);
+  op(OpKind::kFinalNorm, -1, {hidden}, {normed}, {weight("norm", {h}, -1)});
+  const int logits = tensor("logits", model_.vocab_size, -1, TensorHome::kOutput, DType::kF32,
+                            Rows::kSequences);
+  const int lm_head = model_.tie_word_embeddings
+                          ? embed
+                          : weight("lm_head", {model_.vocab_size, h}, -1);
+  op(OpKind::kLmHead, -1, {normed}, {logits}, {lm_head});
+  return std::move(p_);
+}
+
+void ProgramBuilder::attention_block(int l, int hidden) {
+  const std::int64_t h = model_.hidden_size, heads = model_.num_heads;
+  const std::int64_t kv = model_.num_kv_heads, d = model_.head_size;
+  const std::string pre = prefix(l);
+  const int positions = positions_;
+  const LayerSpec& layer = model_.layers[l];
+
+  const int x = tensor(pre + "attn_in", h, l);
+  op(OpKind::kRmsNorm, l, {hidden}, {x}, {weight(pre + "input_layernorm", {h}, l)});
+  const int qkv = tensor(pre + "qkv", (heads + 2 * kv) * d, l);
+  op(OpKind::kQkvProj, l, {x}, {qkv},
+     {weight(pre + "self_attn.q_proj", {heads * d, h}, l),
+      weight(pre + "self_attn.k_proj", {kv * d, h}, l),
+      weight(pre + "self_attn.v_proj", {kv * d, h}, l)});
+  op(OpKind::kRope, l, {qkv, positions}, {qkv});
+  // A layer that shares another layer's cache writes none of its own.
+  if (layer.kv_sharing_target < 0 && uses_kv_cache(layer.attention_type)) {
+    op(OpKind::kCacheWrite, l, {qkv}, {});
+  }
+  const int out = tensor(pre + "attn_out", heads * d, l);
+  op(OpKind::kAttention, l, {qkv}, attention_writes(l, out));
+  op(OpKind::kOProjResidual, l, {out, hidden}, {hidden},
+     {weight(pre + "self_attn.o_proj", {h, heads * d}, l)});
+}
+
+void ProgramBuilder::mla_block(int l, int hidden) {
+  const MlaSpec& mla = *model_.mla;
+  const std::int64_t h = model_.hidden_size, heads = model_.num_heads;
+  const std::int64_t r = mla.kv_lora_rank, rope = mla.qk_rope_head_dim;
+  const std::string pre = prefix(l);
+  const int positions = positions_;
+
+  const int x = tensor(pre + "attn_in", h, l);
+  op(OpKind::kRmsNorm, l, {hidden}, {x}, {weight(pre + "input_layernorm", {h}, l)});
+  // With q_lora the query is compressed first; its normed latent is the impl's input.
+  int query_in = x;
+  if (mla.q_lora_rank > 0) {
+    const int cq = tensor(pre + "q_a", mla.q_lora_rank, l);
+    op(OpKind::kMlaQProj, l, {x}, {cq},
+       {weight(pre + "self_attn.q_a_proj", {mla.q_lora_rank, h}, l),
+        weight(pre + "self_attn.q_a_layernorm", {mla.q_lora_rank}, l)});
+    query_in = cq;
+  }
+  const std::int64_t q_in_width = mla.q_lora_rank > 0 ? mla.q_lora_rank : h;
+  const int q_proj = weight(pre + (mla.q_lora_rank > 0 ? "self_attn.q_b_proj" : "self_attn.q_proj"),
+                            {heads * (mla.qk_nope_head_dim + rope), q_in_width}, l);
+  const int kv_a = tensor(pre + "kv_a", r + rope, l);
+  op(OpKind::kMlaKvAProj, l, {x}, {kv_a},
+     {weight(pre + "self_attn.kv_a_proj_with_mqa", {r + rope, h}, l)});
+  const int kv_c = tensor(pre + "kv_c_normed", r, l);
+  op(OpKind::kMlaKvANorm, l, {kv_a}, {kv_c}, {weight(pre + "self_attn.kv_a_layernorm", {r}, l)});
+  const int out = tensor(pre + "attn_out", heads * mla.v_head_dim, l);
+  // kv_a is read again for k_pe (its last rope columns).
+  op(OpKind::kMlaAttention, l, {query_in, kv_c, kv_a, positions}, attention_writes(l, out),
+     {q_proj, weight(pre + "self_attn.kv_b_proj",
+                     {heads * (mla.qk_nope_head_dim + mla.v_head_dim), r}, l)});
+  op(OpKind::kOProjResidual, l, {out, hidden}, {hidden},
+     {weight(pre + "self_attn.o_proj", {h, heads * mla.v_head_dim}, l)});
+}
+
+void ProgramBuilder::mlp_block(int l, int hidden) {
+  const std::int64_t h = model_.hidden_size, inter = model_.layers[l].intermediate_size;
+  const std::string pre = prefix(l);
+  const int x = tensor(pre + "mlp_in", h, l);
+  op(OpKind::kRmsNorm, l, {hidden}, {x}, {weight(pre + "post_attention_layernorm", {h}, l)});
+  const int gate_up = tensor(pre + "gate_up", 2 * inter, l);
+  op(OpKind::kGateUpProj, l, {x}, {gate_up},
+     {weight(pre + "mlp.gate_proj", {inter, h}, l), weight(pre + "mlp.up_proj", {inter, h}, l)});
+  const int act = tensor(pre + "mlp_act", inter, l);
+  op(OpKind::kSiluAndMul, l, {gate_up}, {act});
+  op(OpKind::kDownProjResidual, l, {act, hidden}, {hidden},
+     {weight(pre + "mlp.down_proj", {h, inter}, l)});
+}
+
+}  // namespace
+
+ModelProgram build_model_program(const EngineSpec& spec) {
+  FF_CHECK(spec.model.num_layers > 0 &&
+               static_cast<int>(spec.model.layers.size()) == spec.model.num_layers,
+           ErrorCode::kInvalidArgument,
+           "build_model_program needs a validated spec (layers resolved); use load_spec");
+  return ProgramBuilder(spec).build();
+}
+
+}  // namespace freezeframe

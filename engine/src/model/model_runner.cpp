@@ -1,0 +1,314 @@
+#include "model/model_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "freezeframe/backends/registry.h"
+#include "freezeframe/core/error.h"
+#include "freezeframe/core/nvtx.h"
+#include "freezeframe/engine/model/layer_params.h"
+#include "model/model_kernels.h"
+
+namespace freezeframe {
+
+using E = ErrorCode;
+
+/// One layer's attention: its impl (exactly one of the two), the per-layer state its forward
+/// runs with, its cache and the NVTX range name of its forward.
+struct ModelRunner::Layer {
+  std::unique_ptr<AttentionImpl> impl;
+  std::unique_ptr<MlaImpl> mla;
+  AttentionLayer state;
+  TensorView kv_cache;
+  std::string range;
+  bool rope = true;  ///< ALiBi layers have no rotary embedding
+};
+
+ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geometry,
+                         const ModelProgram& program, const PlanViews& views, const Arena& arena,
+                         std::vector<int> builder_of_layer, std::vector<UserPiece> user_pieces)
+    : spec_(spec),
+      program_(program),
+      views_(views),
+      user_pieces_(std::move(user_pieces)),
+      builder_of_layer_(std::move(builder_of_layer)) {
+  const ModelSpec& model = spec.model;
+  token_ids_ = program.tensor_index("token_ids");
+  positions_ = program.tensor_index("positions");
+  hidden_ = program.tensor_index("hidden");
+
+  // Ops: the program's, each user piece after the last op of its layer.
+  for (std::size_t p = 0; p < user_pieces_.size(); ++p) {
+    const UserPiece& piece = user_pieces_[p];
+    FF_CHECK(piece.after_layer >= 0 && piece.after_layer < model.num_layers, E::kInvalidArgument,
+             "user piece '", piece.name, "': after_layer ", piece.after_layer,
+             " is not a layer of the model (0 to ", model.num_layers - 1, ")");
+    FF_CHECK(static_cast<bool>(piece.enqueue), E::kInvalidArgument, "user piece '", piece.name,
+             "' has nothing to enqueue");
+  }
+  for (int i = 0; i < static_cast<int>(program.ops.size()); ++i) {
+    const int layer = program.ops[i].layer;
+    ops_.push_back({i, -1, layer});
+    const bool last_of_layer = layer >= 0 && (i + 1 == static_cast<int>(program.ops.size()) ||
+                                              program.ops[i + 1].layer != layer);
+    if (!last_of_layer) continue;
+    for (std::size_t p = 0; p < user_pieces_.size(); ++p) {
+      if (user_pieces_[p].after_layer == layer) ops_.push_back({-1, static_cast<int>(p), layer});
+    }
+  }
+
+  // Attention impls. Every layer shares the one attention workspace: layers run in turn.
+  const TensorView workspace =
+      arena.plan().find("attention_workspace") != nullptr
+          ? arena.view("attention_workspace", DType::kU8,
+                       {arena.plan().region("attention_workspace").bytes})
+          : TensorView();
+  const DcpGroup dcp{geometry.rank.dcp_size, geometry.rank.dcp_rank};
+  for (int l = 0; l < model.num_layers; ++l) {
+    auto layer = std::make_unique<Layer>();
+    const LayerSpec& layer_spec = model.layers[l];
+    const AttentionBackend& backend = find_backend(layer_spec.backend);
+    layer->state.name = "layers." + std::to_string(l);
+    layer->state.workspace = workspace;
+    layer->kv_cache = views.kv_caches[l];
+    layer->range = "attention[layer=" + std::to_string(l) + ",backend=" + layer_spec.backend + "]";
+    layer->rope = !layer_spec.alibi;
+    if (model.is_mla()) {
+      const std::string pre = layer->state.name + ".self_attn.";
+      auto weight = [&](const std::string& suffix) -> const TensorView& {
+        for (std::size_t w = 0; w < program.weights.size(); ++w) {
+          if (program.weights[w].name == pre + suffix) return views.weights[w];
+        }
+        FF_THROW(E::kNotFound, "the model program has no weight ", pre, suffix);
+      };
+      MlaWeights weights;
+      weights.q_proj = weight(model.mla->q_lora_rank > 0 ? "q_b_proj" : "q_proj");
+      weights.kv_b_proj = weight("kv_b_proj");
+      layer->mla = backend.make_mla_impl(mla_params(spec), weights, dcp);
+    } else {
+      layer->impl = backend.make_impl(attention_params(spec, l), dcp);
+    }
+    layers_.push_back(std::move(layer));
+  }
+
+  const MemoryRegion& cublas = arena.plan().region("cublas_workspace");
+  gemm_ = std::make_unique<Gemm>(arena.view("cublas_workspace", DType::kU8, {cublas.bytes}));
+}
+
+ModelRunner::~ModelRunner() = default;
+
+bool ModelRunner::is_attention(int op) const {
+  const Op& o = ops_[op];
+  if (o.program_op < 0) return false;
+  const OpKind kind = program_.ops[o.program_op].kind;
+  return kind == OpKind::kAttention || kind == OpKind::kMlaAttention;
+}
+
+std::string ModelRunner::op_name(int op) const {
+  const Op& o = ops_[op];
+  if (o.program_op < 0) return user_pieces_[o.user_piece].name;
+  return std::string(to_string(program_.ops[o.program_op].kind));
+}
+
+void ModelRunner::init_weights(std::uint64_t seed, cudaStream_t stream) {
+  for (std::size_t w = 0; w < program_.weights.size(); ++w) {
+    const ProgramWeight& weight = program_.weights[w];
+    const TensorView& view = views_.weights[w];
+    if (!view.defined()) continue;
+    // Matrices: uniform(±1/√fan_in) keeps activations O(1) through the layers (PyTorch's
+    // Linear default); vectors are norm scales near 1. The embedding is a matrix too, so the
+    // residual stream starts near ±1/√hidden and the norms rescale it.
+    const bool matrix = weight.shape.size() == 2;
+    const float bound = matrix ? 1.0f / std::sqrt(static_cast<float>(weight.shape[1])) : 0.0f;
+    const float lo = matrix ? -bound : 0.8f, hi = matrix ? bound : 1.2f;
+    model_kernels::fill_uniform(view, seed + w, lo, hi, stream);
+  }
+}
+
+TensorView ModelRunner::rows_of(int tensor, int rows) const {
+  const TensorView& t = views_.tensors[tensor];
+  const std::int64_t shape[] = {rows, t.size(1)};
+  const std::int64_t strides[] = {t.stride(0), 1};
+  return TensorView::strided(t.data(), t.dtype(), shape, strides, t.device());
+}
+
+void ModelRunner::linear(const TensorView& x, std::span<const int> weights, const TensorView& y,
+                         int rows, float beta, cudaStream_t stream) {
+  // Weights packed back to back form one [Σ N, K] matrix: one GEMM instead of several.
+  bool adjacent = true;
+  std::int64_t n_total = 0;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    const TensorView& w = views_.weights[weights[i]];
+    if (i > 0) {
+      const TensorView& prev = views_.weights[weights[i - 1]];
+      adjacent = adjacent && static_cast<const std::byte*>(prev.data()) + prev.span_bytes() ==
+                                 static_cast<const std::byte*>(w.data());
+    }
+    n_total += w.size(0);
+  }
+  const TensorView& first = views_.weights[weights[0]];
+  if (adjacent) {
+    const std::int64_t shape[] = {n_total, first.size(1)};
+    const TensorView fused(first.data(), first.dtype(), shape, first.device());
+    gemm_->linear(x, fused, y, rows, beta, stream);
+    return;
+  }
+  std::int64_t column = 0;
+  for (const int w : weights) {
+    const TensorView& weight = views_.weights[w];
+    const std::int64_t shape[] = {y.size(0), weight.size(0)};
+    const std::int64_t strides[] = {y.stride(0), 1};
+    const TensorView slice = TensorView::strided(
+        static_cast<std::byte*>(y.data()) + column * static_cast<std::int64_t>(size_of(y.dtype())),
+        y.dtype(), shape, strides, y.device());
+    gemm_->linear(x, weight, slice, rows, beta, stream);
+    column += weight.size(0);
+  }
+}
+
+void ModelRunner::run(int begin, int end, const RunShape& shape,
+                      std::span<const AttentionMetadata* const> metadata, cudaStream_t stream,
+                      bool ranges) {
+  FF_CHECK(begin >= 0 && begin <= end && end <= num_ops(), E::kInternal, "ops [", begin, ", ",
+           end, ") outside [0, ", num_ops(), ")");
+  for (int i = begin; i < end; ++i) run_op(ops_[i], shape, metadata, stream, ranges);
+}
+
+void ModelRunner::run_op(const Op& o, const RunShape& shape,
+                         std::span<const AttentionMetadata* const> metadata, cudaStream_t stream,
+                         bool ranges) {
+  const int rows = shape.rows;
+  if (o.program_op < 0) {
+    const UserPiece& piece = user_pieces_[o.user_piece];
+    UserPieceContext context;
+    context.stream = stream;
+    context.layer = o.layer;
+    context.num_tokens = rows;
+    context.hidden = rows_of(hidden_, rows);
+    piece.enqueue(context);
+    return;
+  }
+  const ProgramOp& op = program_.ops[o.program_op];
+  const ModelSpec& model = spec_.model;
+  const float eps = model.rms_norm_eps;
+  auto tensor = [&](int t) { return rows_of(t, rows); };
+  auto weight = [&](int i) -> const TensorView& { return views_.weights[op.weights[i]]; };
+  const AttentionMetadata* md =
+      op.layer >= 0 ? metadata[builder_of_layer_[op.layer]] : metadata.front();
+
+  switch (op.kind) {
+    case OpKind::kEmbedding:
+      model_kernels::embedding(weight(0), views_.tensors[token_ids_].data_as<const std::int32_t>(),
+                               rows, tensor(op.writes[0]), stream);
+      return;
+    case OpKind::kRmsNorm:
+      model_kernels::rms_norm(tensor(op.reads[0]), weight(0), eps, tensor(op.writes[0]), rows,
+                              stream);
+      return;
+    case OpKind::kQkvProj:
+    case OpKind::kGateUpProj:
+    case OpKind::kMlaKvAProj:
+      linear(tensor(op.reads[0]), op.weights, tensor(op.writes[0]), rows, 0.0f, stream);
+      return;
+    case OpKind::kRope:
+      if (!layers_[op.layer]->rope) return;
+      model_kernels::rope_neox(tensor(op.writes[0]),
+                               views_.tensors[positions_].data_as<const std::int64_t>(), rows,
+                               model.num_heads, model.num_kv_heads, model.head_size,
+                               model.head_size, model.rope_theta, stream);
+      return;
+    case OpKind::kCacheWrite:
+      return;  // the attention forward writes the cache (see model_runner.h)
+    case OpKind::kAttention:
+      attention(op, shape, *md, stream, ranges);
+      return;
+    case OpKind::kOProjResidual:
+    case OpKind::kDownProjResidual:
+      // hidden += x · Wᵀ: the GEMM accumulates into the residual stream (beta = 1).
+      linear(tensor(op.reads[0]), op.weights, tensor(hidden_), rows, 1.0f, stream);
+      return;
+    case OpKind::kSiluAndMul:
+      model_kernels::silu_and_mul(tensor(op.reads[0]), tensor(op.writes[0]), rows, stream);
+      return;
+    case OpKind::kMlaQProj: {
+      // q_a = x · W_q_aᵀ, then its layernorm (in place).
+      const int gemm_weights[] = {op.weights[0]};
+      linear(tensor(op.reads[0]), gemm_weights, tensor(op.writes[0]), rows, 0.0f, stream);
+      model_kernels::rms_norm(tensor(op.writes[0]), weight(1), eps, tensor(op.writes[0]), rows,
+                              stream);
+      return;
+    }
+    case OpKind::kMlaKvANorm: {
+      // The first kv_lora_rank columns of kv_a (the rest are k_pe).
+      const TensorView kv_a = tensor(op.reads[0]);
+      const std::int64_t shape_latent[] = {rows, model.mla->kv_lora_rank};
+      const std::int64_t strides[] = {kv_a.stride(0), 1};
+      model_kernels::rms_norm(
+          TensorView::strided(kv_a.data(), kv_a.dtype(), shape_latent, strides, kv_a.device()),
+          weight(0), eps, tensor(op.writes[0]), rows, stream);
+      return;
+    }
+    case OpKind::kMlaAttention:
+      mla_attention(op, shape, *md, stream, ranges);
+      return;
+    case OpKind::kFinalNorm:
+      model_kernels::rms_norm_last_tokens(views_.tensors[op.reads[0]], md->query_start_loc,
+                                          shape.reqs, weight(0), eps,
+                                          rows_of(op.writes[0], shape.reqs), stream);
+      return;
+    case OpKind::kLmHead:
+      linear(rows_of(op.reads[0], shape.reqs), op.weights, rows_of(op.writes[0], shape.reqs),
+             shape.reqs, 0.0f, stream);
+      return;
+  }
+  FF_THROW(E::kInternal, "no implementation of op ", to_string(op.kind));
+}
+
+void ModelRunner::attention(const ProgramOp& op, const RunShape& shape,
+                            const AttentionMetadata& md, cudaStream_t stream, bool ranges) {
+  Layer& layer = *layers_[op.layer];
+  const ModelSpec& model = spec_.model;
+  const int rows = shape.rows;
+  const TensorView qkv = views_.tensors[op.reads[0]];
+  const std::int64_t h = model.num_heads, kv = model.num_kv_heads, d = model.head_size;
+  const auto elem = static_cast<std::int64_t>(size_of(qkv.dtype()));
+  auto heads = [&](std::int64_t first_head, std::int64_t count) {
+    const std::int64_t shape3[] = {rows, count, d};
+    const std::int64_t strides[] = {qkv.stride(0), d, 1};
+    return TensorView::strided(static_cast<std::byte*>(qkv.data()) + first_head * d * elem,
+                               qkv.dtype(), shape3, strides, qkv.device());
+  };
+  const TensorView out = views_.tensors[op.writes[0]];
+  const std::int64_t out_shape[] = {rows, out.size(1)};
+  const TensorView output(out.data(), out.dtype(), out_shape, out.device());
+  std::optional<NvtxRange> range;  // pointless inside a capture
+  if (ranges) range.emplace(layer.range);
+  layer.impl->forward(layer.state, heads(0, h), heads(h, kv), heads(h + kv, kv), layer.kv_cache,
+                      md, output, stream);
+}
+
+void ModelRunner::mla_attention(const ProgramOp& op, const RunShape& shape,
+                                const AttentionMetadata& md, cudaStream_t stream, bool ranges) {
+  Layer& layer = *layers_[op.layer];
+  const MlaSpec& mla = *spec_.model.mla;
+  const int rows = shape.rows;
+  // reads: query input, kv_c_normed, kv_a (its last qk_rope columns are k_pe), positions.
+  const TensorView query_in = rows_of(op.reads[0], rows);
+  const TensorView kv_c = rows_of(op.reads[1], rows);
+  const TensorView kv_a = views_.tensors[op.reads[2]];
+  const std::int64_t pe_shape[] = {rows, mla.qk_rope_head_dim};
+  const std::int64_t pe_strides[] = {kv_a.stride(0), 1};
+  const TensorView k_pe = TensorView::strided(
+      static_cast<std::byte*>(kv_a.data()) +
+          std::int64_t(mla.kv_lora_rank) * static_cast<std::int64_t>(size_of(kv_a.dtype())),
+      kv_a.dtype(), pe_shape, pe_strides, kv_a.device());
+  const TensorView out = views_.tensors[op.writes[0]];
+  const std::int64_t out_shape[] = {rows, out.size(1)};
+  const TensorView output(out.data(), out.dtype(), out_shape, out.device());
+  std::optional<NvtxRange> range;
+  if (ranges) range.emplace(layer.range);
+  layer.mla->forward(layer.state, query_in, kv_c, k_pe, layer.kv_cache, md, output, stream);
+}
+
+}  // namespace freezeframe

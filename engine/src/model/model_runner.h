@@ -1,0 +1,100 @@
+#pragma once
+// ModelRunner: executes the model program's ops (plus the user's pieces) on a stream over the
+// plan's views. It owns each layer's attention impl; the engine decides which ops run inside
+// graphs and which eagerly, and hands in the step's device metadata.
+//
+// Every op's launch shape follows RunShape only (the padded row and request counts), never
+// the step's data, so a run recorded into a graph is right for any batch of that shape.
+//
+// The attention forward writes the new keys and values into the cache itself (the program's
+// cache_write op enqueues nothing), so in piecewise mode the cache write runs eagerly with the
+// attention it feeds, on the same metadata.
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "freezeframe/backends/attention_impl.h"
+#include "freezeframe/backends/attention_layer.h"
+#include "freezeframe/backends/attention_metadata.h"
+#include "freezeframe/engine/spec/deployment.h"
+#include "freezeframe/engine/runtime/engine.h"
+#include "freezeframe/engine/model/model_program.h"
+#include "freezeframe/engine/plan/plan_views.h"
+#include "freezeframe/engine/spec/spec.h"
+#include "freezeframe/memory/arena.h"
+#include "model/gemm.h"
+
+namespace freezeframe {
+
+/// The padded shape one run covers.
+struct RunShape {
+  int rows = 0;  ///< token rows (padding included)
+  int reqs = 0;  ///< requests (padded ones included); the LM head's rows
+};
+
+class ModelRunner {
+ public:
+  /// `builder_of_layer[l]`: which of the metadata pointers run() gets layer l's attention reads.
+  ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geometry,
+              const ModelProgram& program, const PlanViews& views,
+              const Arena& arena, std::vector<int> builder_of_layer,
+              std::vector<UserPiece> user_pieces);
+  ~ModelRunner();
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
+
+  /// Ops to run in order: the program's, with the user's pieces inserted.
+  [[nodiscard]] int num_ops() const { return static_cast<int>(ops_.size()); }
+  [[nodiscard]] bool is_attention(int op) const;
+  /// The layer an op belongs to (−1 before the first layer and after the last).
+  [[nodiscard]] int layer_of(int op) const { return ops_[op].layer; }
+  /// The op's kind ("qkv_proj", ...) or the user piece's name.
+  [[nodiscard]] std::string op_name(int op) const;
+
+  /// Fills every weight with deterministic random values (scaled by fan-in) on `stream`.
+  void init_weights(std::uint64_t seed, cudaStream_t stream);
+
+  /// Enqueues ops [begin, end) for `shape`. `metadata[b]` is the device metadata of builder b
+  /// for this step. Attention ops are wrapped in NVTX ranges when `ranges` is set (they are
+  /// pointless inside a capture).
+  void run(int begin, int end, const RunShape& shape,
+           std::span<const AttentionMetadata* const> metadata, cudaStream_t stream,
+           bool ranges);
+
+ private:
+  struct Op {
+    int program_op = -1;  ///< index into the program's ops; −1 for a user piece
+    int user_piece = -1;
+    int layer = -1;
+  };
+  struct Layer;
+
+  void run_op(const Op& op, const RunShape& shape,
+              std::span<const AttentionMetadata* const> metadata, cudaStream_t stream,
+              bool ranges);
+  void attention(const ProgramOp& op, const RunShape& shape, const AttentionMetadata& md,
+                 cudaStream_t stream, bool ranges);
+  void mla_attention(const ProgramOp& op, const RunShape& shape, const AttentionMetadata& md,
+                     cudaStream_t stream, bool ranges);
+  /// x · Wᵀ for the weights `weights` (stacked along the output dimension, fused into one GEMM
+  /// when they lie back to back) into `y`; beta 1 adds to y.
+  void linear(const TensorView& x, std::span<const int> weights, const TensorView& y, int rows,
+              float beta, cudaStream_t stream);
+  [[nodiscard]] TensorView rows_of(int tensor, int rows) const;
+
+  const EngineSpec& spec_;
+  const ModelProgram& program_;
+  const PlanViews& views_;
+  std::vector<Op> ops_;
+  std::vector<UserPiece> user_pieces_;
+  std::vector<int> builder_of_layer_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::unique_ptr<Gemm> gemm_;
+  int token_ids_ = -1, positions_ = -1, hidden_ = -1;
+};
+
+}  // namespace freezeframe

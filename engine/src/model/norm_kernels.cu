@@ -1,0 +1,168 @@
+// RMS norm kernels of the built-in model: every row of a step, or the last token of each
+// request (before the LM head). One CTA per row; f32 sums reduced with CUB.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <cub/block/block_reduce.cuh>
+
+#include "model/kernel_support.cuh"
+#include "model/model_kernels.h"
+
+namespace freezeframe::model_kernels {
+namespace {
+
+using namespace detail;
+
+// ---------------------------------------------------------------------------------------------
+// rms_norm and rms_norm_last_tokens
+
+struct RmsNormParams {
+  const void* in;
+  std::int64_t in_stride;
+  std::int64_t in_rows;                 // rows of `in`, for the last-token gather's bounds
+  const std::int32_t* query_start_loc;  // null: output row r reads input row r
+  const void* weight;
+  void* out;
+  std::int64_t out_stride;
+  int width;
+  float eps;
+};
+
+// One CTA per output row. Pass 1 sums squares (f32) and reduces them through CUB; pass 2
+// re-reads the row (now in L1/L2), scales and writes it. In place (in == out) is safe: every
+// element is read by the thread that writes it, after the reduction.
+template <typename T, int kVec, int kThreads>
+__global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constant__ RmsNormParams p) {
+  using BlockReduce = cub::BlockReduce<float, kThreads>;
+  __shared__ typename BlockReduce::TempStorage reduce_storage;
+  __shared__ float s_inv_rms;
+
+  const int row = blockIdx.x;
+  const int units = p.width / kVec;
+  T* out = static_cast<T*>(p.out) + row * p.out_stride;
+  std::int64_t src_row = row;
+  if (p.query_start_loc != nullptr) {
+    const std::int32_t begin = p.query_start_loc[row], end = p.query_start_loc[row + 1];
+    src_row = end - 1;
+    // A request without new tokens (padding) has no last token: a zero row. The bounds test
+    // also keeps malformed metadata from reading outside `in`. The branch is uniform across
+    // the CTA, so returning before the reduction's barriers is safe.
+    if (end <= begin || src_row < 0 || src_row >= p.in_rows) {
+      Pack<T, kVec> zero;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) zero.v[j] = from_float<T>(0.0f);
+      for (int u = threadIdx.x; u < units; u += kThreads) store<T, kVec>(out + u * kVec, zero);
+      return;
+    }
+  }
+  const T* in = static_cast<const T*>(p.in) + src_row * p.in_stride;
+  const T* weight = static_cast<const T*>(p.weight);
+
+  float sum_sq = 0.0f;
+  for (int u = threadIdx.x; u < units; u += kThreads) {
+    const Pack<T, kVec> x = load<T, kVec>(in + u * kVec);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const float f = to_float(x.v[j]);
+      sum_sq += f * f;
+    }
+  }
+  const float total = BlockReduce(reduce_storage).Sum(sum_sq);
+  if (threadIdx.x == 0) s_inv_rms = rsqrtf(total / static_cast<float>(p.width) + p.eps);
+  __syncthreads();
+  const float inv_rms = s_inv_rms;
+
+  for (int u = threadIdx.x; u < units; u += kThreads) {
+    const Pack<T, kVec> x = load<T, kVec>(in + u * kVec);
+    const Pack<T, kVec> w = load<T, kVec>(weight + u * kVec);
+    Pack<T, kVec> y;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) y.v[j] = from_float<T>(to_float(x.v[j]) * inv_rms * to_float(w.v[j]));
+    store<T, kVec>(out + u * kVec, y);
+  }
+}
+
+template <typename T, int kVec, int kThreads>
+void launch_rms_norm(const RmsNormParams& p, int rows, cudaStream_t stream) {
+  rms_norm_kernel<T, kVec, kThreads><<<rows, kThreads, 0, stream>>>(p);
+  FF_CHECK_LAUNCH();
+}
+
+// CTA size: few rows get big CTAs (each row is a CTA, so with few rows the per-row latency is
+// the step's latency); many rows get 256 threads, so several CTAs share an SM. Never more
+// threads than packs, down to 128.
+template <typename T, int kVec>
+void dispatch_rms_norm(const RmsNormParams& p, int rows, cudaStream_t stream) {
+  const int units = p.width / kVec;
+  int threads = rows < 256 ? 1024 : 256;
+  while (threads > 128 && threads / 2 >= units) threads /= 2;
+  switch (threads) {
+    case 1024: return launch_rms_norm<T, kVec, 1024>(p, rows, stream);
+    case 512: return launch_rms_norm<T, kVec, 512>(p, rows, stream);
+    case 256: return launch_rms_norm<T, kVec, 256>(p, rows, stream);
+    default: return launch_rms_norm<T, kVec, 128>(p, rows, stream);
+  }
+}
+
+void run_rms_norm(const char* fn, const TensorView& in, const TensorView& weight, float eps,
+                  const TensorView& out, int rows, std::int64_t in_rows_needed,
+                  const std::int32_t* query_start_loc, cudaStream_t stream) {
+  using E = ErrorCode;
+  const std::int64_t width = check_matrix(fn, "in", in, in_rows_needed, false);
+  check_matrix(fn, "out", out, rows, true);
+  FF_CHECK(out.size(1) == width, E::kInvalidArgument, fn, ": out ", out.describe(),
+           " and in ", in.describe(), " differ in width");
+  FF_CHECK(weight.defined() && weight.is_cuda() && weight.dim() == 1 && weight.size(0) == width &&
+               weight.stride(0) == 1,
+           E::kInvalidArgument, fn, ": weight must be a contiguous device tensor [", width,
+           "], got ", describe(weight));
+  check_same(fn, in, "in", out, "out");
+  check_same(fn, in, "in", weight, "weight");
+  FF_CHECK(std::isfinite(eps) && eps >= 0.0f, E::kInvalidArgument, fn,
+           ": eps must be finite and ≥ 0, got ", eps);
+  if (rows == 0) return;
+
+  RmsNormParams p{};
+  p.in = in.data();
+  p.in_stride = in.stride(0);
+  p.in_rows = in.size(0);
+  p.query_start_loc = query_start_loc;
+  p.weight = weight.data();
+  p.out = out.data();
+  p.out_stride = out.stride(0);
+  p.width = static_cast<int>(width);
+  p.eps = eps;
+  dispatch_model_dtype(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int kVec = kVec16<T>;
+    if (rows_vectorizable(in, width, kVec) && rows_vectorizable(out, width, kVec) &&
+        aligned16(weight.data())) {
+      dispatch_rms_norm<T, kVec>(p, rows, stream);
+    } else {
+      dispatch_rms_norm<T, 1>(p, rows, stream);
+    }
+  });
+}
+
+
+}  // namespace
+
+void rms_norm(const TensorView& in, const TensorView& weight, float eps, const TensorView& out,
+              int rows, cudaStream_t stream) {
+  check_rows_arg("rms_norm", "rows", rows);
+  run_rms_norm("rms_norm", in, weight, eps, out, rows, rows, nullptr, stream);
+}
+
+void rms_norm_last_tokens(const TensorView& in, const std::int32_t* query_start_loc,
+                          int num_reqs, const TensorView& weight, float eps,
+                          const TensorView& out, cudaStream_t stream) {
+  constexpr const char* fn = "rms_norm_last_tokens";
+  check_rows_arg(fn, "num_reqs", num_reqs);
+  FF_CHECK(num_reqs == 0 || query_start_loc != nullptr, ErrorCode::kInvalidArgument, fn,
+           ": query_start_loc is null");
+  run_rms_norm(fn, in, weight, eps, out, num_reqs, 0, query_start_loc, stream);
+}
+
+}  // namespace freezeframe::model_kernels

@@ -1,0 +1,145 @@
+#include "freezeframe/engine/runtime/step_batch.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "freezeframe/core/block_size.h"
+#include "freezeframe/core/error.h"
+
+namespace freezeframe {
+namespace {
+
+using E = ErrorCode;
+
+/// Cache slot of position `pos` of request `r`.
+std::int64_t slot_of(const StepRequest& r, std::int32_t pos, const BlockSize& block_size) {
+  return std::int64_t(r.block_ids[block_size.block_of(pos)]) * block_size.size() +
+         block_size.offset_in_block(pos);
+}
+
+}  // namespace
+
+StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits, bool check_block_ids) {
+  const int num_reqs = static_cast<int>(batch.requests.size());
+  FF_CHECK(num_reqs >= 1 && num_reqs <= limits.max_num_seqs, E::kInvalidArgument, "a step has ",
+           num_reqs, " requests; it needs 1 to max_num_seqs = ", limits.max_num_seqs);
+  const BlockSize block_size(limits.block_size);
+  StepShape shape;
+  shape.num_reqs = num_reqs;
+  bool decodes_over = false;
+  for (int i = 0; i < num_reqs; ++i) {
+    const StepRequest& r = batch.requests[i];
+    FF_CHECK(r.query_len >= 1 && r.query_len <= r.seq_len, E::kInvalidArgument, "request ", i,
+             ": query_len ", r.query_len, " must be in [1, seq_len = ", r.seq_len, "]");
+    FF_CHECK(r.seq_len <= limits.max_model_len, E::kInvalidArgument, "request ", i, ": seq_len ",
+             r.seq_len, " exceeds max_model_len ", limits.max_model_len);
+    if (r.query_len == 1) {
+      FF_CHECK(!decodes_over, E::kInvalidArgument, "request ", i,
+               " is a single-token decode after a prefill; decodes come first");
+      ++shape.num_decodes;
+    } else {
+      decodes_over = true;
+    }
+    const int needed = block_size.blocks(r.seq_len);
+    FF_CHECK(static_cast<std::int64_t>(r.block_ids.size()) >= needed, E::kInvalidArgument,
+             "request ", i, ": seq_len ", r.seq_len, " needs ", needed, " blocks of ",
+             limits.block_size, ", its block table has ", r.block_ids.size());
+    // One branch-free (vectorisable) pass over the ids, as this runs every step; the message
+    // needs a second.
+    int outside = 0;
+    const std::int32_t* ids = r.block_ids.data();
+    for (int b = 0; check_block_ids && b < needed; ++b) {
+      outside |= (ids[b] < 0) | (ids[b] >= limits.num_blocks);
+    }
+    const bool inside = outside == 0;
+    for (int b = 0; !inside && b < needed; ++b) {
+      FF_CHECK(r.block_ids[b] >= 0 && r.block_ids[b] < limits.num_blocks, E::kInvalidArgument,
+               "request ", i, ": block_ids[", b, "] = ", r.block_ids[b],
+               " is outside the KV cache's ", limits.num_blocks, " blocks");
+    }
+    shape.num_tokens += r.query_len;
+    FF_CHECK(shape.num_tokens <= limits.max_num_batched_tokens, E::kInvalidArgument,
+             "the step's new tokens exceed max_num_batched_tokens = ",
+             limits.max_num_batched_tokens, " at request ", i);
+  }
+  if (!batch.slot_mapping.empty()) {
+    FF_CHECK(static_cast<int>(batch.slot_mapping.size()) == shape.num_tokens, E::kInvalidArgument,
+             "slot_mapping has ", batch.slot_mapping.size(), " entries for ", shape.num_tokens,
+             " new tokens");
+    int row = 0;
+    for (int i = 0; i < num_reqs; ++i) {
+      const StepRequest& r = batch.requests[i];
+      for (std::int64_t pos = r.seq_len - r.query_len; pos < r.seq_len; ++pos, ++row) {
+        const std::int64_t want = slot_of(r, pos, block_size);
+        FF_CHECK(batch.slot_mapping[row] == want, E::kInvalidArgument, "slot_mapping[", row,
+                 "] = ", batch.slot_mapping[row], " but request ", i, "'s block table puts position ",
+                 pos, " in slot ", want);
+      }
+    }
+  }
+  if (!batch.token_ids.empty()) {
+    FF_CHECK(static_cast<int>(batch.token_ids.size()) == shape.num_tokens, E::kInvalidArgument,
+             "token_ids has ", batch.token_ids.size(), " entries for ", shape.num_tokens,
+             " new tokens");
+    const std::int32_t vocab = limits.vocab_size > 0 ? limits.vocab_size : INT32_MAX;
+    int outside = 0;
+    for (const std::int32_t id : batch.token_ids) outside |= (id < 0) | (id >= vocab);
+    const bool inside = outside == 0;
+    for (int t = 0; !inside && t < shape.num_tokens; ++t) {
+      FF_CHECK(batch.token_ids[t] >= 0 && batch.token_ids[t] < vocab, E::kInvalidArgument,
+               "token_ids[", t, "] = ", batch.token_ids[t], " is outside the vocabulary of ",
+               limits.vocab_size, " tokens");
+    }
+  }
+  shape.uniform_decode = shape.num_decodes == num_reqs;
+  return shape;
+}
+
+void StepMetadata::assign(const StepBatch& batch, const DeploymentLimits& limits, int padded_tokens,
+                          int padded_reqs) {
+  const int num_reqs = static_cast<int>(batch.requests.size());
+  const BlockSize block_size(limits.block_size);
+  int tokens = 0, decodes = 0;
+  for (const StepRequest& r : batch.requests) tokens += r.query_len;
+  while (decodes < num_reqs && batch.requests[decodes].query_len == 1) ++decodes;
+  FF_CHECK(padded_tokens >= tokens && padded_reqs >= num_reqs, E::kInvalidArgument,
+           "cannot pad a step of ", tokens, " tokens and ", num_reqs, " requests to ",
+           padded_tokens, " tokens and ", padded_reqs, " requests");
+  int stride = 1;
+  for (const StepRequest& r : batch.requests) {
+    stride = std::max(stride, block_size.blocks(r.seq_len));
+  }
+  block_table_stride_ = stride;
+  num_tokens_ = padded_tokens;
+  num_decodes_ = decodes;
+  query_start_loc_.assign(padded_reqs + 1, 0);
+  seq_lens_.assign(padded_reqs, 0);
+  rows_.assign(padded_reqs, {});
+  slot_mapping_.assign(padded_tokens, -1);
+  int row = 0;
+  for (int i = 0; i < num_reqs; ++i) {
+    const StepRequest& r = batch.requests[i];
+    seq_lens_[i] = r.seq_len;
+    query_start_loc_[i + 1] = query_start_loc_[i] + r.query_len;
+    rows_[i] = r.block_ids;
+    for (std::int32_t pos = r.seq_len - r.query_len; pos < r.seq_len; ++pos, ++row) {
+      slot_mapping_[row] = batch.slot_mapping.empty() ? slot_of(r, pos, block_size)
+                                                      : batch.slot_mapping[row];
+    }
+  }
+  for (int i = num_reqs; i < padded_reqs; ++i) query_start_loc_[i + 1] = query_start_loc_[i];
+}
+
+CommonAttentionMetadata StepMetadata::common() const {
+  CommonAttentionMetadata m;
+  m.query_start_loc = query_start_loc_;
+  m.seq_lens = seq_lens_;
+  m.block_table_rows = rows_;
+  m.block_table_stride = block_table_stride_;
+  m.slot_mapping = slot_mapping_;
+  m.num_tokens = num_tokens_;
+  m.num_decodes = num_decodes_;
+  return m;
+}
+
+}  // namespace freezeframe

@@ -1,0 +1,85 @@
+#include "freezeframe/engine/spec/deployment.h"
+
+#include <algorithm>
+
+#include "freezeframe/core/error.h"
+#include "freezeframe/engine/spec/spec.h"
+
+namespace freezeframe {
+
+std::int64_t dcp_rank_tokens(std::int64_t length, int world_size, int interleave_size,
+                             int rank) {
+  const std::int64_t w = world_size, i = interleave_size;
+  const std::int64_t base = (length / (i * w)) * i;
+  const std::int64_t rem = length - base * w;
+  return base + std::clamp<std::int64_t>(rem - rank * i, 0, i);
+}
+
+DeploymentGeometry DeploymentGeometry::of(const EngineSpec& spec, int tp_rank, int dcp_rank) {
+  const ModelSpec& model = spec.model;
+  RankView rank;
+  rank.tp_rank = tp_rank;
+  rank.dcp_rank = dcp_rank;
+  rank.dcp_size = spec.dcp.world_size;
+  rank.dcp_interleave = spec.dcp.interleave_size;
+  FF_CHECK(rank.tp_size >= 1 && rank.tp_rank >= 0 && rank.tp_rank < rank.tp_size &&
+               rank.dcp_size >= 1 && rank.dcp_rank >= 0 && rank.dcp_rank < rank.dcp_size &&
+               rank.dcp_interleave >= 1,
+           ErrorCode::kInvalidArgument, "rank view tp ", rank.tp_rank, "/", rank.tp_size,
+           ", dcp ", rank.dcp_rank, "/", rank.dcp_size, " is not a rank of its groups");
+  DeploymentGeometry g;
+  g.rank = rank;
+
+  DeploymentLimits& l = g.limits;
+  l.max_num_seqs = spec.scheduler.max_num_seqs;
+  l.max_num_batched_tokens = spec.scheduler.max_num_batched_tokens;
+  l.max_model_len = spec.scheduler.max_model_len;
+  l.block_size = spec.cache.block_size;
+  l.vocab_size = model.vocab_size;
+  // Rank 0 holds the most tokens of any sequence (the remainder goes to the lowest ranks).
+  const std::int64_t rank_tokens =
+      dcp_rank_tokens(l.max_model_len, rank.dcp_size, rank.dcp_interleave, 0);
+  l.max_blocks_per_req = static_cast<int>((rank_tokens + l.block_size - 1) / l.block_size);
+  l.max_prefill_context_tokens =
+      spec.scheduler.max_prefill_context_tokens > 0
+          ? spec.scheduler.max_prefill_context_tokens
+          : std::max<std::int64_t>(l.max_num_batched_tokens, l.max_model_len);
+
+  KvGeometry& kv = g.kv;
+  kv.dtype = spec.kv_cache_dtype();
+  kv.latent = model.is_mla();
+  if (kv.latent) {
+    kv.num_kv_heads = 1;
+    kv.head_width = model.mla->kv_lora_rank + model.mla->qk_rope_head_dim;
+  } else {
+    // Tensor parallelism splits the KV heads; past their count each rank keeps a replica.
+    kv.num_kv_heads = std::max(1, model.num_kv_heads / rank.tp_size);
+    kv.head_width = model.head_size;
+  }
+  return g;
+}
+
+DeploymentGeometry DeploymentGeometry::with_num_blocks(std::int64_t num_blocks) const {
+  FF_CHECK(num_blocks >= 0 && num_blocks <= kMaxKvBlocks, ErrorCode::kInvalidArgument,
+           "a KV cache of ", num_blocks, " blocks: block ids are 32-bit, at most ", kMaxKvBlocks);
+  DeploymentGeometry g = *this;
+  g.limits.num_blocks = static_cast<std::int32_t>(num_blocks);
+  return g;
+}
+
+BatchLimits DeploymentGeometry::batch_limits() const {
+  BatchLimits b;
+  b.max_num_reqs = limits.max_num_seqs;
+  b.max_num_tokens = limits.max_num_batched_tokens;
+  b.max_blocks_per_req = limits.max_blocks_per_req;
+  b.block_size = limits.block_size;
+  b.max_prefill_context_tokens = limits.max_prefill_context_tokens;
+  b.num_blocks = limits.num_blocks;
+  return b;
+}
+
+std::int64_t DeploymentGeometry::rank_tokens(std::int64_t length) const {
+  return dcp_rank_tokens(length, rank.dcp_size, rank.dcp_interleave, rank.dcp_rank);
+}
+
+}  // namespace freezeframe

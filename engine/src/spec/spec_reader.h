@@ -1,0 +1,72 @@
+#pragma once
+// SpecReader: typed reads of YAML values that never throw on bad input; each mistake becomes
+// one "file:line:column: path: message" problem, and reading goes on so a spec's problems are
+// all reported at once. Private to the engine.
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "freezeframe/engine/spec/spec.h"
+
+namespace freezeframe::spec_detail {
+
+/// Levenshtein distance (insert, delete, substitute; each costs 1).
+[[nodiscard]] int edit_distance(std::string_view a, std::string_view b);
+/// The candidate closest to `word`, when close enough to be a likely typo; else empty.
+[[nodiscard]] std::string closest_match(std::string_view word,
+                                        const std::vector<std::string>& candidates);
+
+class SpecReader {
+ public:
+  SpecReader(EngineSpec& spec, std::string file) : spec_(spec), file_(std::move(file)) {}
+
+  [[nodiscard]] SpecLocation location(const YAML::Node& node) const;
+  void problem(const YAML::Node& at, std::string_view path, std::string message);
+  void problem_at(const SpecLocation& at, std::string_view path, std::string message);
+  [[nodiscard]] const std::vector<std::string>& problems() const { return problems_; }
+  void remember(std::string_view path, const YAML::Node& node);
+
+  /// True when `node` is a mapping; otherwise reports "expected a mapping" (unless undefined).
+  bool expect_map(const YAML::Node& node, std::string_view path);
+  /// Reports keys of `map` not in `known` (suggesting the closest) and repeated keys.
+  void check_keys(const YAML::Node& map, std::string_view path,
+                  std::initializer_list<std::string_view> known);
+
+  /// map[key] when present and not null; otherwise an undefined node.
+  [[nodiscard]] static YAML::Node child(const YAML::Node& map, std::string_view key);
+
+  std::optional<std::int64_t> read_int(const YAML::Node& map, std::string_view key,
+                                       std::string_view path, std::int64_t min, std::int64_t max);
+  std::optional<double> read_number(const YAML::Node& map, std::string_view key,
+                                    std::string_view path, double min, double max,
+                                    bool min_exclusive = false);
+  std::optional<bool> read_bool(const YAML::Node& map, std::string_view key,
+                                std::string_view path);
+  std::optional<std::string> read_string(const YAML::Node& map, std::string_view key,
+                                         std::string_view path);
+  /// A string that must be one of `options`; suggests the closest on a miss.
+  std::optional<std::string> read_choice(const YAML::Node& map, std::string_view key,
+                                         std::string_view path,
+                                         const std::vector<std::string>& options);
+  /// Reports `key` missing from `map` (at the mapping's location).
+  void missing(const YAML::Node& map, std::string_view path);
+
+  /// Scalar conversions used by the readers above (exposed for list items).
+  std::optional<std::int64_t> as_int(const YAML::Node& node, std::string_view path,
+                                     std::int64_t min, std::int64_t max);
+
+ private:
+  EngineSpec& spec_;
+  std::string file_;
+  std::vector<std::string> problems_;
+};
+
+[[nodiscard]] std::string join_path(std::string_view parent, std::string_view key);
+
+}  // namespace freezeframe::spec_detail

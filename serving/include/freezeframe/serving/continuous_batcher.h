@@ -1,0 +1,70 @@
+#pragma once
+// ContinuousBatcher: the scheduling half of a serving loop. Requests arrive, are admitted while
+// the KV cache has room, prefill in chunks under the per-step token limit, then decode one
+// token per step until their outputs are done, when their blocks go back to the pool. Each
+// step it hands out a StepBatch (decodes first) for the engine to run.
+//
+// Admission reserves a request's blocks for its whole sequence (prompt + output), so a running
+// request never waits for a block and nothing is ever preempted; the price is lower
+// concurrency than incremental allocation when outputs end early.
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "freezeframe/engine/runtime/step_batch.h"
+#include "freezeframe/memory/block_pool.h"
+
+namespace freezeframe {
+
+/// How add() took a request.
+enum class Admission {
+  kQueued,         ///< queued as it is
+  kOutputCut,      ///< queued with its output cut so the sequence ends at max_model_len
+  kPromptTooLong,  ///< refused: the prompt alone is longer than max_model_len
+  kCacheTooSmall,  ///< refused: the sequence needs more KV blocks than the whole cache has
+};
+[[nodiscard]] std::string_view to_string(Admission admission);
+
+class ContinuousBatcher {
+ public:
+  /// Schedules within `limits` (scheduler.max_num_seqs, max_num_batched_tokens, max_model_len,
+  /// cache.block_size) over `pool`, which must outlive the batcher.
+  ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool);
+
+  /// Queues a request that has arrived, unless it cannot run (a prompt longer than
+  /// max_model_len, or a sequence larger than the whole cache); an output that would run past
+  /// max_model_len is cut there, as a server stops such a request by length. Nothing is
+  /// clamped silently: the return value says which. An output of 0 finishes at prefill.
+  Admission add(int id, std::int32_t prompt_tokens, std::int32_t output_tokens);
+
+  /// The next step, or nullptr when no request can run. Valid until complete_step().
+  [[nodiscard]] const StepBatch* schedule();
+  /// Records that the scheduled step ran; returns the ids of the requests that finished.
+  std::vector<int> complete_step();
+
+  [[nodiscard]] int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  [[nodiscard]] int num_running() const { return static_cast<int>(running_.size()); }
+
+ private:
+  struct Request {
+    int id = 0;
+    std::int32_t prompt = 0, output = 0;
+    std::int32_t computed = 0;   // tokens whose K/V are in the cache
+    std::int32_t generated = 0;  // output tokens produced
+    std::vector<std::int32_t> blocks;
+    std::int32_t scheduled = 0;  // new tokens in the current step
+  };
+  [[nodiscard]] bool in_prefill(const Request& r) const { return r.computed < r.prompt; }
+
+  DeploymentLimits limits_;
+  BlockPool& pool_;
+  std::deque<std::unique_ptr<Request>> waiting_;
+  std::vector<std::unique_ptr<Request>> running_;  // admission order
+  std::vector<Request*> step_order_;
+  StepBatch step_;
+};
+
+}  // namespace freezeframe

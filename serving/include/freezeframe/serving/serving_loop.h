@@ -1,0 +1,60 @@
+#pragma once
+// The built-in serving loop: a request trace through continuous batching (ContinuousBatcher
+// over a BlockPool of the plan's KV blocks: admission, chunked prefill under the batched-token
+// limit, decodes first, completion) and, when given an engine, each step run on the GPU.
+// Arrivals follow the trace's clock; when nothing can run the clock jumps to the next arrival,
+// so an idle trace does not take its wall time.
+//
+// Token ids are not sampled (a trace has lengths only): each new token's id is derived from
+// its request and position, so steps carry real, varying inputs.
+
+#include <cstdint>
+#include <vector>
+
+#include "freezeframe/engine/runtime/engine.h"
+#include "freezeframe/serving/request_trace.h"
+#include "freezeframe/engine/spec/spec.h"
+#include "freezeframe/graphs/dispatcher.h"
+
+namespace freezeframe {
+
+struct ServingReport {
+  std::size_t requests = 0;
+  std::size_t finished = 0;
+  /// Requests the batcher refused (a prompt longer than scheduler.max_model_len, or a
+  /// sequence larger than the whole KV cache), and those whose output it cut at
+  /// max_model_len: none is clamped silently.
+  std::size_t refused_prompt_too_long = 0;
+  std::size_t refused_cache_too_small = 0;
+  std::size_t outputs_cut = 0;
+  long steps = 0;
+  long prefill_tokens = 0;
+  long decode_tokens = 0;
+  long steps_by_mode[3] = {0, 0, 0};  ///< indexed by RuntimeMode
+  long real_tokens_in_graphs = 0;     ///< tokens of graph steps before padding
+  long padded_tokens_in_graphs = 0;   ///< ... and after
+  double seconds = 0.0;               ///< on the loop's clock (modelled without an engine)
+  double busy_seconds = 0.0;          ///< time spent in steps
+  double step_ms_p50 = 0.0;           ///< step() plus waiting for its results
+  double step_ms_p99 = 0.0;
+  double step_ms_max = 0.0;
+
+  /// (prefill + decode tokens) / busy time.
+  [[nodiscard]] double tokens_per_second() const;
+  /// 1 − real / padded over graph steps.
+  [[nodiscard]] double padding_waste() const;
+};
+
+struct ServingOptions {
+  /// Without an engine, each step is taken to last this long.
+  double modelled_step_ms = 20.0;
+};
+
+/// Replays `trace` through the spec's batcher and `dispatcher` (the engine's when `engine` is
+/// given, which then runs every step and waits for it). `num_blocks`: the KV cache's blocks.
+[[nodiscard]] ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
+                                             const Dispatcher& dispatcher,
+                                             const std::vector<TraceRequest>& trace,
+                                             Engine* engine, const ServingOptions& options = {});
+
+}  // namespace freezeframe

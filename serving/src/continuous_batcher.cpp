@@ -1,0 +1,123 @@
+#include "freezeframe/serving/continuous_batcher.h"
+
+#include <algorithm>
+
+#include "freezeframe/core/error.h"
+
+namespace freezeframe {
+
+std::string_view to_string(Admission admission) {
+  switch (admission) {
+    case Admission::kQueued: return "queued";
+    case Admission::kOutputCut: return "output cut at max_model_len";
+    case Admission::kPromptTooLong: return "prompt longer than max_model_len";
+    case Admission::kCacheTooSmall: return "sequence larger than the whole KV cache";
+  }
+  return "unknown";
+}
+
+ContinuousBatcher::ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool)
+    : limits_(limits), pool_(pool) {
+  FF_CHECK(limits.max_num_seqs > 0 && limits.max_num_batched_tokens >= limits.max_num_seqs,
+           ErrorCode::kInvalidArgument, "the batcher needs scheduler.max_num_seqs > 0 and "
+           "scheduler.max_num_batched_tokens >= max_num_seqs, got ", limits.max_num_seqs, " and ",
+           limits.max_num_batched_tokens);
+  FF_CHECK(limits.max_model_len >= 2, ErrorCode::kInvalidArgument,
+           "the batcher needs scheduler.max_model_len >= 2 (a prompt token and a generated one), "
+           "got ", limits.max_model_len);
+  FF_CHECK(limits.block_size > 0, ErrorCode::kInvalidArgument,
+           "the batcher needs a positive cache.block_size, got ", limits.block_size);
+}
+
+Admission ContinuousBatcher::add(int id, std::int32_t prompt_tokens, std::int32_t output_tokens) {
+  FF_CHECK(prompt_tokens > 0 && output_tokens >= 0, ErrorCode::kInvalidArgument, "request ", id,
+           ": needs a prompt and a non-negative output length, got ", prompt_tokens, " and ",
+           output_tokens);
+  if (prompt_tokens > limits_.max_model_len) return Admission::kPromptTooLong;
+  auto r = std::make_unique<Request>();
+  r->id = id;
+  r->prompt = prompt_tokens;
+  // The last output token is sampled but never fed back, so it needs no cache slot.
+  const std::int64_t most_output = limits_.max_model_len - prompt_tokens + 1;
+  const Admission admission =
+      output_tokens > most_output ? Admission::kOutputCut : Admission::kQueued;
+  r->output = static_cast<std::int32_t>(std::min<std::int64_t>(output_tokens, most_output));
+  const std::int32_t blocks = blocks_for(r->prompt + std::max(0, r->output - 1), limits_.block_size);
+  if (blocks > pool_.num_blocks()) return Admission::kCacheTooSmall;
+  waiting_.push_back(std::move(r));
+  return admission;
+}
+
+const StepBatch* ContinuousBatcher::schedule() {
+  step_order_.clear();
+  int budget = limits_.max_num_batched_tokens;
+  // Decodes first: one token each (the last sampled token goes in).
+  for (auto& r : running_) {
+    r->scheduled = 0;
+    if (!in_prefill(*r)) {
+      r->scheduled = 1;
+      --budget;
+      step_order_.push_back(r.get());
+    }
+  }
+  // Prefill chunks of running requests, then admit waiting ones first come, first served.
+  for (auto& r : running_) {
+    if (budget == 0) break;
+    if (in_prefill(*r)) {
+      r->scheduled = std::min(budget, r->prompt - r->computed);
+      budget -= r->scheduled;
+      step_order_.push_back(r.get());
+    }
+  }
+  while (budget > 0 && !waiting_.empty() &&
+         static_cast<int>(running_.size()) < limits_.max_num_seqs) {
+    Request& next = *waiting_.front();
+    // Cache slots for the prompt and every output token fed back (all but the last).
+    const std::int64_t tokens = next.prompt + std::max(0, next.output - 1);
+    const std::int32_t blocks = blocks_for(tokens, limits_.block_size);
+    if (blocks > pool_.num_free()) break;  // wait for finished requests to free blocks
+    pool_.allocate(blocks, next.blocks);
+    next.scheduled = std::min(budget, next.prompt);
+    budget -= next.scheduled;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    step_order_.push_back(running_.back().get());
+  }
+  if (step_order_.empty()) return nullptr;
+  // Every one-token request runs as a decode, so a one-token prefill chunk joins them in front.
+  std::stable_partition(step_order_.begin(), step_order_.end(),
+                        [](const Request* r) { return r->scheduled == 1; });
+
+  step_.requests.clear();
+  for (const Request* r : step_order_) {
+    const std::int32_t seq_len = r->computed + r->scheduled;
+    step_.requests.push_back({r->scheduled, seq_len, r->blocks});
+  }
+  return &step_;
+}
+
+std::vector<int> ContinuousBatcher::complete_step() {
+  std::vector<int> finished;
+  for (Request* r : step_order_) {
+    const bool was_prefill = in_prefill(*r);
+    r->computed += r->scheduled;
+    // A step that ends the prompt, and every decode step, samples one output token.
+    if (!was_prefill || r->computed == r->prompt) ++r->generated;
+    r->scheduled = 0;
+  }
+  step_order_.clear();
+  step_.requests.clear();
+  auto done = [&](const std::unique_ptr<Request>& r) {
+    return !in_prefill(*r) && r->generated >= r->output;
+  };
+  for (auto& r : running_) {
+    if (done(r)) {
+      finished.push_back(r->id);
+      pool_.release(r->blocks);
+    }
+  }
+  running_.erase(std::remove_if(running_.begin(), running_.end(), done), running_.end());
+  return finished;
+}
+
+}  // namespace freezeframe

@@ -1,0 +1,109 @@
+#include "freezeframe/serving/serving_loop.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "freezeframe/serving/continuous_batcher.h"
+#include "freezeframe/memory/block_pool.h"
+
+namespace freezeframe {
+namespace {
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const auto at = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(at, v.size() - 1)];
+}
+
+}  // namespace
+
+double ServingReport::tokens_per_second() const {
+  return busy_seconds > 0 ? static_cast<double>(prefill_tokens + decode_tokens) / busy_seconds : 0.0;
+}
+
+double ServingReport::padding_waste() const {
+  return padded_tokens_in_graphs > 0
+             ? 1.0 - static_cast<double>(real_tokens_in_graphs) / static_cast<double>(padded_tokens_in_graphs)
+             : 0.0;
+}
+
+ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
+                               const Dispatcher& dispatcher,
+                               const std::vector<TraceRequest>& trace, Engine* engine,
+                               const ServingOptions& options) {
+  const DeploymentGeometry geometry = DeploymentGeometry::of(spec).with_num_blocks(num_blocks);
+  BlockPool pool(geometry.limits.num_blocks);
+  ContinuousBatcher batcher(geometry.limits, pool);
+  const std::int32_t vocab = spec.model.vocab_size;
+
+  ServingReport report;
+  report.requests = trace.size();
+  std::vector<double> step_ms;
+  std::vector<std::int32_t> token_ids;
+  StepBatch batch;  // the scheduled step with its token ids; reused
+  std::size_t next = 0;
+  double now = 0.0;
+  std::size_t refused = 0;
+  while (report.finished + refused < trace.size()) {
+    while (next < trace.size() && trace[next].arrival_s <= now) {
+      switch (batcher.add(static_cast<int>(next), trace[next].prompt_tokens,
+                          trace[next].output_tokens)) {
+        case Admission::kQueued: break;
+        case Admission::kOutputCut: ++report.outputs_cut; break;
+        case Admission::kPromptTooLong: ++report.refused_prompt_too_long, ++refused; break;
+        case Admission::kCacheTooSmall: ++report.refused_cache_too_small, ++refused; break;
+      }
+      ++next;
+    }
+    const StepBatch* step = batcher.schedule();
+    if (step == nullptr) {
+      if (next >= trace.size()) break;  // cannot happen: an admitted request always fits
+      now = trace[next].arrival_s;     // idle: jump to the next arrival
+      continue;
+    }
+    int tokens = 0, decodes = 0;
+    for (const StepRequest& r : step->requests) {
+      tokens += r.query_len;
+      decodes += r.query_len == 1;
+      (r.query_len == 1 ? report.decode_tokens : report.prefill_tokens) += r.query_len;
+    }
+    const int reqs = static_cast<int>(step->requests.size());
+    Dispatch dispatch = dispatcher.dispatch(tokens, reqs, decodes == reqs);
+    double ms = options.modelled_step_ms;
+    if (engine != nullptr) {
+      token_ids.clear();
+      for (std::size_t i = 0; i < step->requests.size(); ++i) {
+        const StepRequest& r = step->requests[i];
+        for (std::int32_t pos = r.seq_len - r.query_len; pos < r.seq_len; ++pos) {
+          token_ids.push_back(static_cast<std::int32_t>((i * 7919 + pos) % vocab));
+        }
+      }
+      batch.requests.assign(step->requests.begin(), step->requests.end());
+      batch.slot_mapping = step->slot_mapping;
+      batch.token_ids = token_ids;
+      const auto start = std::chrono::steady_clock::now();
+      const StepResult result = engine->step(batch);
+      engine->synchronize();
+      ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      dispatch = {result.mode, result.descriptor};
+    }
+    ++report.steps_by_mode[static_cast<int>(dispatch.mode)];
+    if (dispatch.mode != RuntimeMode::kEager) {
+      report.real_tokens_in_graphs += tokens;
+      report.padded_tokens_in_graphs += dispatch.descriptor.num_tokens;
+    }
+    step_ms.push_back(ms);
+    report.busy_seconds += ms * 1e-3;
+    now += ms * 1e-3;
+    report.finished += batcher.complete_step().size();
+    ++report.steps;
+  }
+  report.seconds = now;
+  report.step_ms_p50 = percentile(step_ms, 0.50);
+  report.step_ms_p99 = percentile(step_ms, 0.99);
+  report.step_ms_max = step_ms.empty() ? 0.0 : *std::max_element(step_ms.begin(), step_ms.end());
+  return report;
+}
+
+}  // namespace freezeframe

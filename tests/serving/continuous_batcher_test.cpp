@@ -1,0 +1,133 @@
+// serving/: the continuous batcher over a real request trace, step by step.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+
+#include "freezeframe/core/error.h"
+#include "freezeframe/serving/continuous_batcher.h"
+#include "freezeframe/serving/request_trace.h"
+
+namespace freezeframe {
+namespace {
+
+struct LoopResult {
+  int steps = 0;
+  std::int64_t tokens = 0;
+  std::set<int> finished;
+  std::map<Admission, int> admissions;
+};
+
+/// Drives the batcher to completion, checking every step against the step validation.
+LoopResult drive(ContinuousBatcher& batcher, BlockPool& pool, const DeploymentLimits& limits,
+          const std::vector<TraceRequest>& trace) {
+  DeploymentLimits step_limits = limits;
+  step_limits.num_blocks = pool.num_blocks();
+  LoopResult run;
+  std::size_t next = 0;
+  double now = 0.0;
+  std::size_t refused = 0;
+  while (run.finished.size() + refused < trace.size()) {
+    while (next < trace.size() && trace[next].arrival_s <= now) {
+      const Admission a =
+          batcher.add(static_cast<int>(next), trace[next].prompt_tokens, trace[next].output_tokens);
+      ++run.admissions[a];
+      refused += a == Admission::kPromptTooLong || a == Admission::kCacheTooSmall;
+      ++next;
+    }
+    const StepBatch* step = batcher.schedule();
+    if (step == nullptr) {
+      EXPECT_LT(next, trace.size()) << "nothing runs yet requests are unfinished";
+      if (next >= trace.size()) break;
+      now = trace[next].arrival_s;  // idle until the next arrival
+      continue;
+    }
+    const StepShape shape = validate_step(*step, step_limits);  // throws on any broken rule
+    run.tokens += shape.num_tokens;
+    for (int id : batcher.complete_step()) EXPECT_TRUE(run.finished.insert(id).second) << id;
+    now += 0.02;  // a simulated step time
+    ++run.steps;
+    if (run.steps > 1000000) {
+      ADD_FAILURE() << "no progress";
+      break;
+    }
+  }
+  return run;
+}
+
+TEST(ContinuousBatcher, RunsEveryRequestToCompletionAndFreesEveryBlock) {
+  std::mt19937 rng(12);
+  std::vector<TraceRequest> trace;
+  for (int i = 0; i < 300; ++i) {
+    trace.push_back({i * 0.01, static_cast<std::int32_t>(1 + rng() % 700), static_cast<std::int32_t>(rng() % 60)});
+  }
+  const DeploymentLimits limits{.max_num_seqs = 16, .max_num_batched_tokens = 256, .max_model_len = 512, .block_size = 16};
+  BlockPool pool(400);
+  ContinuousBatcher batcher(limits, pool);
+  const LoopResult run = drive(batcher, pool, limits, trace);
+  // Prompts longer than the model length are refused and counted, outputs running past it cut
+  // and counted; everything else runs to completion.
+  int too_long = 0, cut = 0;
+  std::int64_t expected = 0;
+  for (const auto& r : trace) {
+    if (r.prompt_tokens > 512) {
+      ++too_long;
+      continue;
+    }
+    const std::int64_t output = std::min<std::int64_t>(r.output_tokens, 512 - r.prompt_tokens + 1);
+    cut += output < r.output_tokens;
+    // Every prompt token and every fed-back output token runs once.
+    expected += r.prompt_tokens + std::max<std::int64_t>(0, output - 1);
+  }
+  ASSERT_GT(too_long, 0);
+  ASSERT_GT(cut, 0);
+  EXPECT_EQ(run.admissions.at(Admission::kPromptTooLong), too_long);
+  EXPECT_EQ(run.admissions.at(Admission::kOutputCut), cut);
+  EXPECT_EQ(run.finished.size(), trace.size() - too_long);
+  EXPECT_EQ(pool.num_free(), 400) << "every block back in the pool";
+  EXPECT_EQ(batcher.num_running() + batcher.num_waiting(), 0);
+  EXPECT_EQ(run.tokens, expected);
+}
+
+TEST(ContinuousBatcher, ReplaysTheAzureConversationTrace) {
+  const std::filesystem::path path = std::filesystem::path(FREEZEFRAME_SOURCE_DIR) / ".." / "shared" /
+                                     "data" / "traces" / "AzureLLMInferenceTrace_conv.csv";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "the Azure traces are not beside the checkout: " << path;
+  // The first 500 requests, arriving 20× faster than recorded.
+  const auto trace = load_azure_trace(path.string(), {.time_scale = 0.05, .max_requests = 500});
+  const DeploymentLimits limits{.max_num_seqs = 64, .max_num_batched_tokens = 2048, .max_model_len = 8192, .block_size = 16};
+  BlockPool pool(8192);
+  ContinuousBatcher batcher(limits, pool);
+  const LoopResult run = drive(batcher, pool, limits, trace);
+  EXPECT_EQ(run.finished.size(), 500u);
+  EXPECT_EQ(pool.num_free(), 8192);
+}
+
+TEST(ContinuousBatcher, RejectsBadLimitsAndRequests) {
+  BlockPool pool(10);
+  try {
+    ContinuousBatcher({.max_num_seqs = 8, .max_num_batched_tokens = 4, .max_model_len = 64, .block_size = 16}, pool);
+    ADD_FAILURE() << "limits with fewer batched tokens than sequences were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("scheduler.max_num_batched_tokens"), std::string::npos) << e.message();
+  }
+  EXPECT_THROW(ContinuousBatcher({.max_num_seqs = 8, .max_num_batched_tokens = 8, .max_model_len = 1, .block_size = 16}, pool), Error);
+  ContinuousBatcher batcher({.max_num_seqs = 2, .max_num_batched_tokens = 8, .max_model_len = 64, .block_size = 16}, pool);
+  EXPECT_THROW((void)batcher.add(0, 0, 4), Error);
+  EXPECT_THROW((void)batcher.add(0, 4, -1), Error);
+  EXPECT_EQ(batcher.add(1, 65, 1), Admission::kPromptTooLong);
+  EXPECT_EQ(batcher.add(2, 64, 1), Admission::kQueued) << "a full-length prompt still yields a token";
+  EXPECT_EQ(batcher.add(3, 60, 10), Admission::kOutputCut) << "60 + 9 fed back > 64";
+  EXPECT_EQ(batcher.add(4, 2147483647, 1), Admission::kPromptTooLong) << "no wrap, no clamp";
+  BlockPool small(2);
+  ContinuousBatcher tight({.max_num_seqs = 2, .max_num_batched_tokens = 8, .max_model_len = 64, .block_size = 16}, small);
+  EXPECT_EQ(tight.add(1, 20, 5), Admission::kQueued) << "24 positions: 2 blocks";
+  EXPECT_EQ(tight.add(2, 63, 2), Admission::kCacheTooSmall) << "64 positions need 4 blocks, the cache has 2";
+  EXPECT_EQ(tight.num_waiting(), 1) << "refused requests are not queued";
+}
+
+}  // namespace
+}  // namespace freezeframe

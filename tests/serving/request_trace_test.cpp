@@ -1,0 +1,69 @@
+// serving/: reading request traces.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "freezeframe/core/error.h"
+#include "freezeframe/serving/request_trace.h"
+
+namespace freezeframe {
+namespace {
+
+constexpr std::string_view kSmall =
+    "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+    "2023-11-16 23:59:59.5000000,4808,10\r\n"
+    "2023-11-17 00:00:01.2500000,3180,8\n"
+    "2023-11-17 00:00:01.2500000,12,0";
+
+TEST(RequestTrace, ParsesArrivalsAcrossMidnightAndScalesThem) {
+  const auto trace = parse_azure_trace(kSmall, "small.csv");
+  ASSERT_EQ(trace.size(), 3u);
+  EXPECT_DOUBLE_EQ(trace[0].arrival_s, 0.0);
+  EXPECT_NEAR(trace[1].arrival_s, 1.75, 1e-9);
+  EXPECT_EQ(trace[1].prompt_tokens, 3180);
+  EXPECT_EQ(trace[2].output_tokens, 0);
+  const auto fast = parse_azure_trace(kSmall, "small.csv", {.time_scale = 0.5, .max_requests = 2});
+  ASSERT_EQ(fast.size(), 2u);
+  EXPECT_NEAR(fast[1].arrival_s, 0.875, 1e-9);
+}
+
+TEST(RequestTrace, MalformedRowsNameTheFileAndLine) {
+  struct Case {
+    std::string_view csv, needle;
+  };
+  const Case cases[] = {
+      {"TIME,A,B\n", "small.csv:1: expected the header"},
+      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9,10\n", "small.csv:2: expected 3"},
+      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.98,-4,1\n", "small.csv:2: ContextTokens"},
+      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.98,4,x\n", "small.csv:2: GeneratedTokens"},
+      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-16 18:17:03.98,4,1\n", "small.csv:2: TIMESTAMP"},
+      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,4,1\n2023-11-16 18:17:03,4,1\n",
+       "small.csv:3: timestamps must not go backwards"},
+  };
+  for (const Case& c : cases) {
+    try {
+      (void)parse_azure_trace(c.csv, "small.csv");
+      ADD_FAILURE() << "accepted: " << c.csv;
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find(c.needle), std::string::npos) << e.message();
+    }
+  }
+  EXPECT_THROW((void)load_azure_trace("/nonexistent/trace.csv"), Error);
+}
+
+TEST(RequestTrace, ReadsTheAzureCodeTrace) {
+  const std::filesystem::path path =
+      std::filesystem::path(FREEZEFRAME_SOURCE_DIR) / ".." / "shared" / "data" / "traces" /
+      "AzureLLMInferenceTrace_code.csv";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "the Azure traces are not beside the checkout: " << path;
+  const auto trace = load_azure_trace(path.string());
+  ASSERT_EQ(trace.size(), 8819u);
+  EXPECT_EQ(trace[0].prompt_tokens, 4808);
+  EXPECT_EQ(trace[0].output_tokens, 10);
+  EXPECT_GT(trace.back().arrival_s, 3000.0) << "the trace spans about an hour";
+  EXPECT_LT(trace.back().arrival_s, 3600.0);
+}
+
+}  // namespace
+}  // namespace freezeframe
