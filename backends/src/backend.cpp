@@ -28,6 +28,12 @@ std::size_t AttentionBackend::mla_workspace_bytes(const MlaParams&, const BatchL
   return 0;
 }
 
+std::size_t AttentionBackend::plan_bytes(const BatchLimits&, const DeviceProperties&) const {
+  return 0;
+}
+
+void AttentionBackend::plan(const CommonAttentionMetadata&, std::span<std::byte>) const {}
+
 std::unique_ptr<MetadataBuilder> AttentionBackend::make_builder(const BatchLimits& limits,
                                                                 void* device_memory) const {
   return std::make_unique<MetadataBuilder>(limits, graph_support(), device_memory);

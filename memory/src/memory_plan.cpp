@@ -11,9 +11,8 @@ std::string_view to_string(RegionKind kind) {
   switch (kind) {
     case RegionKind::kWeights: return "weights";
     case RegionKind::kActivations: return "activations";
-    case RegionKind::kInputs: return "inputs";
+    case RegionKind::kStaging: return "staging";
     case RegionKind::kOutputs: return "outputs";
-    case RegionKind::kMetadata: return "metadata";
     case RegionKind::kWorkspace: return "workspace";
     case RegionKind::kKvCache: return "kv_cache";
   }

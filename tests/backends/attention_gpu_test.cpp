@@ -448,8 +448,8 @@ CommonAttentionMetadata decodes_by_rows(std::span<const std::int32_t> qsl,
   return c;
 }
 
-// The block table given flat or by rows lands the same on the device, for a short table
-// (copied at its fixed stride) and a long one (copied compact, spread by finish()).
+// The block table given flat or by rows lands the same on the device, for a short table and a
+// long one (staged compact, spread to its stride by the copy).
 TEST(MetadataBuilder, BlockTableByRowsEqualsFlat) {
   FF_REQUIRE_GPU();
   for (const int max_blocks : {64, 16384}) {
@@ -528,10 +528,9 @@ TEST(MetadataBuilder, StagingOverTheLastStepEqualsStagingAfresh) {
     };
     std::vector<Request> requests(8);
     for (auto& r : requests) r = new_request();
-    std::vector<std::byte> image(builder.image_bytes(), std::byte{0xAB});  // poison
-    // A long table goes compact (rows at the step's width), a short one at its fixed stride;
-    // either way its last row ends where the step's bytes do.
-    const bool compact = builder.image_bytes() < MetadataBuilder::device_bytes(limits);
+    // Poisoned, but for the table, which starts zeroed (as every image's does).
+    std::vector<std::byte> image(builder.image_bytes(), std::byte{0});
+    std::fill_n(image.begin(), builder.layout().head_bytes, std::byte{0xAB});
     for (int step = 0; step < 300; ++step) {
       SCOPED_TRACE("step " + std::to_string(step));
       for (auto& r : requests) {  // each decodes one token; some finish and are replaced
@@ -560,8 +559,11 @@ TEST(MetadataBuilder, StagingOverTheLastStepEqualsStagingAfresh) {
         width = std::max(width, (seq_lens[i] + 15) / 16);
       }
       const CommonAttentionMetadata c = decodes_by_rows(qsl, seq_lens, width, rows, slots);
+      // The table's rows lie back to back at the step's width, its last ending where the
+      // step's bytes do.
       const std::size_t used = builder.stage(c, image.data());
-      const std::size_t row_stride = compact ? width : max_blocks;
+      const std::size_t row_stride = width;
+      ASSERT_EQ(used, builder.layout().head_bytes + num_reqs * row_stride * sizeof(std::int32_t));
       const auto* table = reinterpret_cast<const std::int32_t*>(
           image.data() + used - num_reqs * row_stride * sizeof(std::int32_t));
       for (int i = 0; i < num_reqs; ++i) {

@@ -75,19 +75,20 @@ TEST(ModelProgram, MlaLayersUseTheirOwnProjections) {
 //                                         + act 8192·14336·2, live together at silu_and_mul;
 //                                         each layer's attention output, 8192·4096·2, lives
 //                                         from attention to o_proj and takes less)
-//   inputs                       98,304  (token ids 8192·4 + positions 8192·8)
-//   metadata.reference       16,846,592  (compact width 256 + query_start_loc 1,280 + seq_lens 1,024
+//   staging                   8,557,312  (token ids 8192·4 + positions 8192·8 + LM head rows
+//                                         256·4 → 1,024; the attention metadata: table shape 256
+//                                         + query_start_loc 1,280 + seq_lens 1,024
 //                                         + seq_start_loc 1,280 + slot_mapping 65,536
-//                                         + block table 256·8192·4 = 8,388,608, and as
-//                                         much again for its compact upload)
+//                                         = 69,376; the block table once, 256·8192·4
+//                                         = 8,388,608)
 //   outputs                 131,334,144  (logits 256·128256·4)
 //   cublas_workspace         33,554,432
-//   fixed total          17,014,107,904
-// KV: 77,309,411,328 − 17,014,107,904 = 60,295,303,424 bytes; one block over 32 layers is
-// 32 · 2 (K, V) · 16 tokens · 8 heads · 128 · 2 bytes = 2,097,152; 60,295,303,424 / 2,097,152
-// = 28,751.04 → 28,751 blocks = 460,016 tokens; a 131,072-token sequence needs 8,192 blocks,
+//   fixed total          17,005,720,320
+// KV: 77,309,411,328 − 17,005,720,320 = 60,303,691,008 bytes; one block over 32 layers is
+// 32 · 2 (K, V) · 16 tokens · 8 heads · 128 · 2 bytes = 2,097,152; 60,303,691,008 / 2,097,152
+// = 28,755.08 → 28,755 blocks = 460,080 tokens; a 131,072-token sequence needs 8,192 blocks,
 // so 3 fit at once. (A buffer per layer for the attention outputs, 2 GiB, would cost 1,024
-// blocks: 16,384 tokens.)
+// blocks: 16,384 tokens; metadata per backend with the block table twice, 8 MiB more, 4.)
 TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
   const EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
   const MemoryPlan plan = plan_memory(spec, 80 * GiB);
@@ -95,7 +96,7 @@ TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
   EXPECT_EQ(plan.region("weights").bytes, 16'060'522'496);
   EXPECT_EQ(plan.region("activations").bytes, 771'751'936);
   EXPECT_EQ(plan.activations.lower_bound_bytes, 771'751'936);
-  EXPECT_EQ(plan.region("inputs").bytes, 98'304);
+  EXPECT_EQ(plan.region("staging").bytes, 8'557'312);
   EXPECT_EQ(plan.region("outputs").bytes, 131'334'144);
   EXPECT_EQ(plan.find("attention_outputs"), nullptr) << "attention outputs are activations";
   int attention_outputs = 0;
@@ -107,19 +108,20 @@ TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
     }
   }
   EXPECT_EQ(attention_outputs, 32);
-  EXPECT_EQ(plan.region("metadata.reference").bytes, 16'846'592);
-  EXPECT_EQ(plan.region("metadata.reference").offset,
-            plan.region("inputs").offset + plan.region("inputs").bytes)
-      << "one copy uploads the inputs and the metadata";
+  std::vector<std::string> slices;
+  for (const Placement& p : plan.region("staging").placements) slices.push_back(p.name);
+  EXPECT_EQ(slices, (std::vector<std::string>{"token_ids", "positions", "lm_head_rows",
+                                              "metadata", "block_table"}))
+      << "one staged image; the reference backend plans nothing of its own";
   EXPECT_EQ(plan.find("split_kv_workspace"), nullptr) << "split-KV decode uses attention_workspace";
   EXPECT_EQ(plan.region("cublas_workspace").bytes, 33'554'432);
   EXPECT_EQ(plan.find("attention_workspace"), nullptr) << "the reference impl needs none";
-  EXPECT_EQ(plan.region("kv_cache").offset, 17'014'107'904);
+  EXPECT_EQ(plan.region("kv_cache").offset, 17'005'720'320);
   EXPECT_EQ(plan.kv_cache.bytes_per_block, 2'097'152);
-  EXPECT_EQ(plan.kv_cache.num_blocks, 28'751);
-  EXPECT_EQ(plan.kv_cache.tokens_per_rank, 460'016);
+  EXPECT_EQ(plan.kv_cache.num_blocks, 28'755);
+  EXPECT_EQ(plan.kv_cache.tokens_per_rank, 460'080);
   EXPECT_EQ(plan.kv_cache.max_concurrent_sequences, 3);
-  EXPECT_EQ(plan.region("kv_cache").bytes, 28'751 * std::int64_t(2'097'152));
+  EXPECT_EQ(plan.region("kv_cache").bytes, 28'755 * std::int64_t(2'097'152));
   EXPECT_EQ(plan.region("kv_cache").placements.size(), 32u);
   EXPECT_LE(plan.used_bytes(), plan.capacity_bytes());
   EXPECT_GT(plan.used_bytes() + plan.kv_cache.bytes_per_block, plan.capacity_bytes())
@@ -218,9 +220,9 @@ TEST(MemoryPlanner, ABudgetWithoutRoomForOneSequenceSaysWhatIsMissing) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("llama-3.1-8b.yaml:21:18: cache.memory_budget"), std::string::npos) << msg;
     EXPECT_NE(msg.find("131072 tokens = 8192 blocks"), std::string::npos) << msg;
-    // needed: 17,014,107,904 + 8192 · 2 MiB = 34,193,977,088; budget 0.9 · 24 GiB
-    // = 23,192,823,398 → 11,001,153,690 missing.
-    EXPECT_NE(msg.find("11001153690 bytes"), std::string::npos) << msg;
+    // needed: 17,005,720,320 + 8192 · 2 MiB = 34,185,589,504; budget 0.9 · 24 GiB
+    // = 23,192,823,398 → 10,992,766,106 missing.
+    EXPECT_NE(msg.find("10992766106 bytes"), std::string::npos) << msg;
   }
 }
 

@@ -210,7 +210,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 // ---------------------------------------------------------------------------------------------
-// rms_norm_last_tokens
+// rms_norm_rows
 
 struct LastTokensCase {
   const char* name;
@@ -226,10 +226,11 @@ TEST_P(RmsNormLastTokens, NormsEachRequestsLastTokenAndZeroesEmptyRequests) {
   FF_REQUIRE_GPU();
   const LastTokensCase& c = GetParam();
   const float eps = 1e-6f;
-  // Requests of 4, 0, 1, 6, 0 new tokens, then a padded request (no tokens) at the end.
-  const std::vector<std::int32_t> query_start_loc = {0, 4, 4, 5, 11, 11, 11};
-  const int num_reqs = static_cast<int>(query_start_loc.size()) - 1, out_rows = num_reqs + 2;
-  const int tokens = 13;  // two rows beyond the last request: never read
+  // The last tokens of requests of 4, 1, 6 new tokens; −1 (a padded request) and an index
+  // outside the input give zero rows; repeated and out-of-order indices are fine.
+  const std::vector<std::int32_t> row_index = {3, -1, 4, 10, 3, -1, 13};
+  const int rows = static_cast<int>(row_index.size()), out_rows = rows + 2;
+  const int tokens = 13;
   std::mt19937 rng(3);
   HostTensor in(c.dtype, {tokens, c.width}), weight(c.dtype, {c.width});
   testing::fill_normal(in, rng);
@@ -237,30 +238,30 @@ TEST_P(RmsNormLastTokens, NormsEachRequestsLastTokenAndZeroesEmptyRequests) {
   HostTensor out = poisoned_tensor(c.dtype, {out_rows, c.width});
 
   auto d_in = upload(in), d_weight = upload(weight), d_out = upload(out);
-  DeviceBuffer d_qsl = upload_vector(query_start_loc);
-  mk::rms_norm_last_tokens(d_in.view, static_cast<const std::int32_t*>(d_qsl.data()), num_reqs,
-                           d_weight.view, eps, d_out.view, nullptr);
+  DeviceBuffer d_rows = upload_vector(row_index);
+  mk::rms_norm_rows(d_in.view, static_cast<const std::int32_t*>(d_rows.data()), rows,
+                    d_weight.view, eps, d_out.view, nullptr);
   FF_CUDA_CHECK(cudaDeviceSynchronize());
   download(d_out.view, out);
 
   for (int r = 0; r < out_rows; ++r) {
-    const bool empty = r < num_reqs && query_start_loc[r + 1] == query_start_loc[r];
-    const std::int64_t src = r < num_reqs ? query_start_loc[r + 1] - 1 : -1;
+    const std::int64_t src = r < rows ? row_index[r] : -1;
+    const bool empty = r < rows && (src < 0 || src >= tokens);
     double inv_rms = 0.0;
-    if (r < num_reqs && !empty) {
+    if (r < rows && !empty) {
       double sum_sq = 0.0;
       for (int col = 0; col < c.width; ++col) sum_sq += std::pow(in.get(src * c.width + col), 2);
       inv_rms = 1.0 / std::sqrt(sum_sq / c.width + eps);
     }
     for (int col = 0; col < c.width; ++col) {
       const std::int64_t i = std::int64_t(r) * c.width + col;
-      if (r >= num_reqs) {
+      if (r >= rows) {
         ASSERT_TRUE(poisoned(out, i)) << "row " << r << " col " << col << " was written";
       } else if (empty) {
-        ASSERT_EQ(out.get(i), 0.0f) << "empty request " << r << " col " << col;
+        ASSERT_EQ(out.get(i), 0.0f) << "empty row " << r << " col " << col;
       } else {
         const double want = in.get(src * c.width + col) * inv_rms * weight.get(col);
-        ASSERT_TRUE(close(out.get(i), want, c.dtype, want)) << "request " << r << " col " << col;
+        ASSERT_TRUE(close(out.get(i), want, c.dtype, want)) << "row " << r << " col " << col;
       }
     }
   }
@@ -564,8 +565,8 @@ TEST(ModelKernelErrors, BadArgumentsThrowBeforeLaunch) {
   expect_invalid("nan eps", [&] { mk::rms_norm(t, w, std::nanf(""), o, 2, nullptr); }, "eps");
   expect_invalid("column stride", [&] { mk::rms_norm(gapped, w, 1e-5f, o, 2, nullptr); }, "unit stride");
   expect_invalid("rows beyond out", [&] { mk::rms_norm(t, w, 1e-5f, o, 5, nullptr); }, "fewer than 5 rows");
-  expect_invalid("last tokens: out rows", [&] { mk::rms_norm_last_tokens(t, ids, 5, w, 1e-5f, o, nullptr); }, "fewer than 5 rows");
-  expect_invalid("last tokens: null", [&] { mk::rms_norm_last_tokens(t, nullptr, 2, w, 1e-5f, o, nullptr); }, "query_start_loc");
+  expect_invalid("rows: out rows", [&] { mk::rms_norm_rows(t, ids, 5, w, 1e-5f, o, nullptr); }, "fewer than 5 rows");
+  expect_invalid("rows: null", [&] { mk::rms_norm_rows(t, nullptr, 2, w, 1e-5f, o, nullptr); }, "row_index");
 
   const TensorView q = d_qkv.view;  // [4, 4·64]: 2 q heads + 2·1 kv heads of 64
   expect_invalid("odd rotary_dim", [&] { mk::rope_neox(q, positions, 4, 2, 1, 64, 63, 1e4f, nullptr); }, "rotary_dim");
@@ -584,7 +585,7 @@ TEST(ModelKernelErrors, BadArgumentsThrowBeforeLaunch) {
   // rows == 0 is a valid no-op, even without index arrays.
   mk::embedding(t, nullptr, 0, o, nullptr);
   mk::rms_norm(t, w, 1e-5f, o, 0, nullptr);
-  mk::rms_norm_last_tokens(t, nullptr, 0, w, 1e-5f, o, nullptr);
+  mk::rms_norm_rows(t, nullptr, 0, w, 1e-5f, o, nullptr);
   mk::rope_neox(q, nullptr, 0, 2, 1, 64, 64, 1e4f, nullptr);
   mk::silu_and_mul(q.reshape({8, 128}), o.reshape({4, 64}), 0, nullptr);
   FF_CUDA_CHECK(cudaDeviceSynchronize());

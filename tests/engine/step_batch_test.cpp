@@ -98,7 +98,8 @@ TEST(StepBatch, GivenSlotMappingMustMatchTheBlockTables) {
 
 TEST(StepBatch, MetadataIsPaddedWithEmptyRequestsAndSkippedSlots) {
   Fixture f;
-  const StepMetadata m(f.batch(), limits(), 16, 5);
+  const StepShape shape = validate_step(f.batch(), limits());
+  const StepMetadata m(f.batch(), shape, 16, 16, 5);
   const CommonAttentionMetadata c = m.common();
   EXPECT_EQ(c.num_tokens, 16);
   EXPECT_EQ(c.num_decodes, 2);
@@ -117,7 +118,7 @@ TEST(StepBatch, MetadataIsPaddedWithEmptyRequestsAndSkippedSlots) {
   EXPECT_EQ(m.slot_mapping()[1], 11 * 16 + 4);
   EXPECT_EQ(m.slot_mapping()[2], 0 * 16 + 4) << "position 20 is block c[1] = 0, offset 4";
   for (int row = 12; row < 16; ++row) EXPECT_EQ(m.slot_mapping()[row], -1) << row;
-  EXPECT_THROW(StepMetadata(f.batch(), limits(), 11, 3), Error);
+  EXPECT_THROW(StepMetadata(f.batch(), shape, 16, 11, 3), Error);
 }
 
 }  // namespace

@@ -24,13 +24,12 @@ void embedding(const TensorView& table, const std::int32_t* token_ids, int rows,
 void rms_norm(const TensorView& in, const TensorView& weight, float eps, const TensorView& out,
               int rows, cudaStream_t stream);
 
-/// out[r, :] = rms_norm(in[query_start_loc[r + 1] − 1, :]) for r < num_reqs: the last new
-/// token of each request (the rows the LM head reads). A request with no new tokens
-/// (query_start_loc[r + 1] == query_start_loc[r], a padded one) gets a zero row.
-/// query_start_loc is device memory [num_reqs + 1].
-void rms_norm_last_tokens(const TensorView& in, const std::int32_t* query_start_loc,
-                          int num_reqs, const TensorView& weight, float eps,
-                          const TensorView& out, cudaStream_t stream);
+/// out[r, :] = rms_norm(in[row_index[r], :]) for r < rows (the last new token of each
+/// request, which the LM head reads); a row index of −1 (a padded request) or outside `in`
+/// gives a zero row. row_index is device memory [rows].
+void rms_norm_rows(const TensorView& in, const std::int32_t* row_index, int rows,
+                   const TensorView& weight, float eps, const TensorView& out,
+                   cudaStream_t stream);
 
 /// Rotary embedding, Neox style (rotate_half: pairs (i, i + rotary_dim / 2)), in place on the
 /// first num_heads + num_kv_heads heads of each row of qkv [≥ rows, (num_heads + 2·num_kv_heads)

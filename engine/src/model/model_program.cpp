@@ -137,8 +137,13 @@ ModelProgram ProgramBuilder::build() {
     }
     if (model_.layers[l].mlp == MlpKind::kGatedSilu) mlp_block(l, hidden);
   }
-  const int normed = tensor("final_normed", h, -1);
-  op(OpKind::kFinalNorm, -1, {hidden}, {normed}, {weight("norm", {h}, -1)});
+  // The row of each request's last new token, the one its logits come from (padded requests:
+  // row 0, ignored).
+  const int lm_head_rows =
+      tensor("lm_head_rows", 1, -1, TensorHome::kInput, DType::kI32, Rows::kSequences);
+  const int normed = tensor("final_normed", h, -1, TensorHome::kActivation, DType::kU8,
+                            Rows::kSequences);
+  op(OpKind::kFinalNorm, -1, {hidden, lm_head_rows}, {normed}, {weight("norm", {h}, -1)});
   const int logits = tensor("logits", model_.vocab_size, -1, TensorHome::kOutput, DType::kF32,
                             Rows::kSequences);
   const int lm_head = model_.tie_word_embeddings

@@ -27,12 +27,12 @@ struct ModelRunner::Layer {
 
 ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geometry,
                          const ModelProgram& program, const PlanViews& views, const Arena& arena,
-                         std::vector<int> builder_of_layer, std::vector<UserPiece> user_pieces)
+                         std::vector<int> backend_of_layer, std::vector<UserPiece> user_pieces)
     : spec_(spec),
       program_(program),
       views_(views),
       user_pieces_(std::move(user_pieces)),
-      builder_of_layer_(std::move(builder_of_layer)) {
+      backend_of_layer_(std::move(backend_of_layer)) {
   const ModelSpec& model = spec.model;
   token_ids_ = program.tensor_index("token_ids");
   positions_ = program.tensor_index("positions");
@@ -194,8 +194,8 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
   const float eps = model.rms_norm_eps;
   auto tensor = [&](int t) { return rows_of(t, rows); };
   auto weight = [&](int i) -> const TensorView& { return views_.weights[op.weights[i]]; };
-  const AttentionMetadata* md =
-      op.layer >= 0 ? metadata[builder_of_layer_[op.layer]] : metadata.front();
+  // Only attention reads metadata: the ops around the layers have inputs of their own.
+  const AttentionMetadata* md = op.layer >= 0 ? metadata[backend_of_layer_[op.layer]] : nullptr;
 
   switch (op.kind) {
     case OpKind::kEmbedding:
@@ -253,9 +253,10 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
       mla_attention(op, shape, *md, stream, ranges);
       return;
     case OpKind::kFinalNorm:
-      model_kernels::rms_norm_last_tokens(views_.tensors[op.reads[0]], md->query_start_loc,
-                                          shape.reqs, weight(0), eps,
-                                          rows_of(op.writes[0], shape.reqs), stream);
+      model_kernels::rms_norm_rows(views_.tensors[op.reads[0]],
+                                   views_.tensors[op.reads[1]].data_as<const std::int32_t>(),
+                                   shape.reqs, weight(0), eps, rows_of(op.writes[0], shape.reqs),
+                                   stream);
       return;
     case OpKind::kLmHead:
       linear(rows_of(op.reads[0], shape.reqs), op.weights, rows_of(op.writes[0], shape.reqs),

@@ -38,10 +38,11 @@ struct RunShape {
 
 class ModelRunner {
  public:
-  /// `builder_of_layer[l]`: which of the metadata pointers run() gets layer l's attention reads.
+  /// `backend_of_layer[l]`: which of the metadata pointers run() gets (one per backend) layer
+  /// l's attention reads.
   ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geometry,
               const ModelProgram& program, const PlanViews& views,
-              const Arena& arena, std::vector<int> builder_of_layer,
+              const Arena& arena, std::vector<int> backend_of_layer,
               std::vector<UserPiece> user_pieces);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
@@ -58,7 +59,7 @@ class ModelRunner {
   /// Fills every weight with deterministic random values (scaled by fan-in) on `stream`.
   void init_weights(std::uint64_t seed, cudaStream_t stream);
 
-  /// Enqueues ops [begin, end) for `shape`. `metadata[b]` is the device metadata of builder b
+  /// Enqueues ops [begin, end) for `shape`. `metadata[b]` is the device metadata of backend b
   /// for this step. Attention ops are wrapped in NVTX ranges when `ranges` is set (they are
   /// pointless inside a capture).
   void run(int begin, int end, const RunShape& shape,
@@ -91,7 +92,7 @@ class ModelRunner {
   const PlanViews& views_;
   std::vector<Op> ops_;
   std::vector<UserPiece> user_pieces_;
-  std::vector<int> builder_of_layer_;
+  std::vector<int> backend_of_layer_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::unique_ptr<Gemm> gemm_;
   int token_ids_ = -1, positions_ = -1, hidden_ = -1;

@@ -1,5 +1,5 @@
-// RMS norm kernels of the built-in model: every row of a step, or the last token of each
-// request (before the LM head). One CTA per row; f32 sums reduced with CUB.
+// RMS norm kernels of the built-in model: every row of a step, or chosen rows (the last token
+// of each request, before the LM head). One CTA per row; f32 sums reduced with CUB.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -16,13 +16,13 @@ namespace {
 using namespace detail;
 
 // ---------------------------------------------------------------------------------------------
-// rms_norm and rms_norm_last_tokens
+// rms_norm and rms_norm_rows
 
 struct RmsNormParams {
   const void* in;
   std::int64_t in_stride;
-  std::int64_t in_rows;                 // rows of `in`, for the last-token gather's bounds
-  const std::int32_t* query_start_loc;  // null: output row r reads input row r
+  std::int64_t in_rows;           // rows of `in`, for the gather's bounds
+  const std::int32_t* row_index;  // null: output row r reads input row r
   const void* weight;
   void* out;
   std::int64_t out_stride;
@@ -43,13 +43,12 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constan
   const int units = p.width / kVec;
   T* out = static_cast<T*>(p.out) + row * p.out_stride;
   std::int64_t src_row = row;
-  if (p.query_start_loc != nullptr) {
-    const std::int32_t begin = p.query_start_loc[row], end = p.query_start_loc[row + 1];
-    src_row = end - 1;
-    // A request without new tokens (padding) has no last token: a zero row. The bounds test
-    // also keeps malformed metadata from reading outside `in`. The branch is uniform across
-    // the CTA, so returning before the reduction's barriers is safe.
-    if (end <= begin || src_row < 0 || src_row >= p.in_rows) {
+  if (p.row_index != nullptr) {
+    src_row = p.row_index[row];
+    // No row (−1: a padded request) gives a zero row. The bounds test also keeps a malformed
+    // index from reading outside `in`. The branch is uniform across the CTA, so returning
+    // before the reduction's barriers is safe.
+    if (src_row < 0 || src_row >= p.in_rows) {
       Pack<T, kVec> zero;
 #pragma unroll
       for (int j = 0; j < kVec; ++j) zero.v[j] = from_float<T>(0.0f);
@@ -108,7 +107,7 @@ void dispatch_rms_norm(const RmsNormParams& p, int rows, cudaStream_t stream) {
 
 void run_rms_norm(const char* fn, const TensorView& in, const TensorView& weight, float eps,
                   const TensorView& out, int rows, std::int64_t in_rows_needed,
-                  const std::int32_t* query_start_loc, cudaStream_t stream) {
+                  const std::int32_t* row_index, cudaStream_t stream) {
   using E = ErrorCode;
   const std::int64_t width = check_matrix(fn, "in", in, in_rows_needed, false);
   check_matrix(fn, "out", out, rows, true);
@@ -128,7 +127,7 @@ void run_rms_norm(const char* fn, const TensorView& in, const TensorView& weight
   p.in = in.data();
   p.in_stride = in.stride(0);
   p.in_rows = in.size(0);
-  p.query_start_loc = query_start_loc;
+  p.row_index = row_index;
   p.weight = weight.data();
   p.out = out.data();
   p.out_stride = out.stride(0);
@@ -155,14 +154,14 @@ void rms_norm(const TensorView& in, const TensorView& weight, float eps, const T
   run_rms_norm("rms_norm", in, weight, eps, out, rows, rows, nullptr, stream);
 }
 
-void rms_norm_last_tokens(const TensorView& in, const std::int32_t* query_start_loc,
-                          int num_reqs, const TensorView& weight, float eps,
-                          const TensorView& out, cudaStream_t stream) {
-  constexpr const char* fn = "rms_norm_last_tokens";
-  check_rows_arg(fn, "num_reqs", num_reqs);
-  FF_CHECK(num_reqs == 0 || query_start_loc != nullptr, ErrorCode::kInvalidArgument, fn,
-           ": query_start_loc is null");
-  run_rms_norm(fn, in, weight, eps, out, num_reqs, 0, query_start_loc, stream);
+void rms_norm_rows(const TensorView& in, const std::int32_t* row_index, int rows,
+                   const TensorView& weight, float eps, const TensorView& out,
+                   cudaStream_t stream) {
+  constexpr const char* fn = "rms_norm_rows";
+  check_rows_arg(fn, "rows", rows);
+  FF_CHECK(rows == 0 || row_index != nullptr, ErrorCode::kInvalidArgument, fn,
+           ": row_index is null");
+  run_rms_norm(fn, in, weight, eps, out, rows, 0, row_index, stream);
 }
 
 }  // namespace freezeframe::model_kernels

@@ -8,11 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include "freezeframe/backends/metadata_builder.h"
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/core/nvtx.h"
 #include "freezeframe/engine/model/layer_params.h"
+#include "freezeframe/engine/plan/staging_layout.h"
 #include "freezeframe/memory/lifetime_packer.h"
 
 namespace freezeframe {
@@ -110,22 +110,17 @@ MemoryPlan plan_memory(const EngineSpec& spec, std::int64_t device_bytes,
     plan.activations.num_steps = static_cast<int>(program.ops.size());
   }
 
-  // Per-step inputs and outputs.
-  std::vector<std::pair<std::string, std::int64_t>> inputs, outputs;
-  for (const ProgramTensor& t : program.tensors) {
-    const std::pair<std::string, std::int64_t> item{t.name, t.bytes(tokens, seqs)};
-    if (t.home == TensorHome::kInput) inputs.push_back(item);
-    if (t.home == TensorHome::kOutput) outputs.push_back(item);
+  // The staged image of a step (program inputs, attention metadata, backends' plan slices,
+  // the block table), uploaded by one copy: its layout is fixed here.
+  const StagingLayout staging = staging_layout(spec, program, geometry, device);
+  plan.add_region("staging", RegionKind::kStaging, static_cast<std::int64_t>(staging.total_bytes));
+  for (const StagingSlice& slice : staging.slices) {
+    plan.add_placement("staging", {slice.name, static_cast<std::int64_t>(slice.offset),
+                                   static_cast<std::int64_t>(slice.bytes)});
   }
-  add_packed_region(plan, "inputs", RegionKind::kInputs, inputs);
-  // Persistent metadata, one builder per backend in use, right after the inputs: a step
-  // uploads its inputs and the first builder's metadata in one copy.
-  const BatchLimits limits = geometry.batch_limits();
-  std::set<std::string> backends;
-  for (const LayerSpec& l : model.layers) backends.insert(l.backend);
-  for (const std::string& b : backends) {
-    plan.add_region("metadata." + b, RegionKind::kMetadata,
-                    static_cast<std::int64_t>(MetadataBuilder::device_bytes(limits)));
+  std::vector<std::pair<std::string, std::int64_t>> outputs;
+  for (const ProgramTensor& t : program.tensors) {
+    if (t.home == TensorHome::kOutput) outputs.emplace_back(t.name, t.bytes(tokens, seqs));
   }
   add_packed_region(plan, "outputs", RegionKind::kOutputs, outputs);
 

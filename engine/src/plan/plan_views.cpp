@@ -12,7 +12,7 @@ namespace {
 const char* region_of(TensorHome home) {
   switch (home) {
     case TensorHome::kActivation: return "activations";
-    case TensorHome::kInput: return "inputs";
+    case TensorHome::kInput: return "staging";
     case TensorHome::kOutput: return "outputs";
   }
   return "";

@@ -170,7 +170,7 @@ void Engine::State::capture_all() {
 void Engine::State::warm_up(const BatchDescriptor& d) {
   const RunShape run{d.num_tokens, padded_reqs(d)};
   const CaptureBatch dummy(d, limits);
-  upload(dummy.batch, run);
+  stage(dummy.batch, validate_step(dummy.batch, limits, false), run);
   for (const auto& [begin, end] : warm_up_ops) run_ops(begin, end, run, stream.get(), false);
 }
 
@@ -179,7 +179,7 @@ void Engine::State::capture_one(const BatchDescriptor& d, RuntimeMode mode) {
   const NvtxRange range("capture[size=" + std::to_string(d.num_tokens) + ",mode=" + mode_name + "]");
   const RunShape run{d.num_tokens, padded_reqs(d)};
   const CaptureBatch dummy(d, limits);
-  upload(dummy.batch, run);
+  stage(dummy.batch, validate_step(dummy.batch, limits, false), run);
   const cudaStream_t s = stream.get();
   const std::vector<Segment>& segments = mode == RuntimeMode::kFull ? full_segments : piecewise_segments;
   CapturedGraphInfo info;

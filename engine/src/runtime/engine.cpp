@@ -10,6 +10,7 @@
 #include "freezeframe/core/device_properties.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/core/nvtx.h"
+#include "freezeframe/engine/plan/staging_layout.h"
 #include "freezeframe/engine/runtime/graph_scope.h"
 #include "runtime/engine_state.h"
 
@@ -53,42 +54,23 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
   State& s = *state_;
   const cudaStream_t stream = s.stream.get();
 
-  // One metadata builder per backend, on the plan's persistent metadata region; they check
-  // the block ids they stage against the pool (BatchLimits::num_blocks).
-  const BatchLimits batch = s.geometry.batch_limits();
-  std::map<std::string, int> builder_index;
-  std::vector<int> builder_of_layer;
+  // The model's backends, in order of first use; each layer's attention reads its backend's
+  // metadata of the staged step.
+  std::vector<const AttentionBackend*> backends;
+  std::vector<int> backend_of_layer;
   for (const LayerSpec& layer : s.spec.model.layers) {
-    auto [it, added] = builder_index.emplace(layer.backend, static_cast<int>(s.builders.size()));
-    if (added) {
-      s.builders.push_back(find_backend(layer.backend)
-                               .make_builder(batch, s.arena.data("metadata." + layer.backend)));
-    }
-    builder_of_layer.push_back(it->second);
+    const AttentionBackend* backend = &find_backend(layer.backend);
+    auto it = std::find(backends.begin(), backends.end(), backend);
+    if (it == backends.end()) it = backends.insert(backends.end(), backend);
+    backend_of_layer.push_back(static_cast<int>(it - backends.begin()));
   }
-  s.metadata.resize(s.builders.size());
+  s.stager = std::make_unique<StepStager>(
+      staging_layout(s.spec, s.program, s.geometry, current_device_properties()),
+      s.arena.data("staging"), s.geometry, std::move(backends));
   s.runner = std::make_unique<ModelRunner>(s.spec, s.geometry, s.program, s.views, s.arena,
-                                           std::move(builder_of_layer),
+                                           std::move(backend_of_layer),
                                            std::move(s.options.user_pieces));
-
-  // Inputs: token ids then positions, at the offsets the plan gave them.
-  const TensorView& token_ids = s.views.tensors[s.program.tensor_index("token_ids")];
-  const TensorView& positions = s.views.tensors[s.program.tensor_index("positions")];
-  const auto* token_base = static_cast<const std::byte*>(token_ids.data());
-  const auto* positions_base = static_cast<const std::byte*>(positions.data());
-  FF_CHECK(positions_base > token_base, E::kInternal, "the plan puts positions before token ids");
-  s.positions_offset = static_cast<std::size_t>(positions_base - token_base);
-  s.token_ids = s.program.tensor_index("token_ids");
   s.logits = s.program.tensor_index("logits");
-  const auto* metadata_base =
-      static_cast<const std::byte*>(s.arena.data("metadata." + s.spec.model.layers.front().backend));
-  const std::size_t inputs_end = s.positions_offset + positions.span_bytes();
-  FF_CHECK(metadata_base >= token_base + inputs_end &&
-               metadata_base - (token_base + inputs_end) < 4096,
-           E::kInternal, "the plan does not put the first builder's metadata right after the inputs");
-  s.metadata_offset = static_cast<std::size_t>(metadata_base - token_base);
-  s.upload_image = PinnedBuffer(s.metadata_offset + s.builders.front()->image_bytes());
-  s.upload_copy = HostCopy(s.upload_image, s.views.tensors[s.token_ids].data());
 
   s.runner->init_weights(s.options.weight_seed, stream);
   const MemoryRegion& cache = s.plan.region("kv_cache");
@@ -108,48 +90,13 @@ Engine::~Engine() {
   if (state_) FF_CUDA_WARN(cudaStreamSynchronize(state_->stream.get()));
 }
 
-void Engine::State::upload(const StepBatch& batch, const RunShape& run) {
-  const NvtxRange range("metadata_upload");
-  const cudaStream_t s = stream.get();
-  step_metadata.assign(batch, limits, run.rows, run.reqs);
-  const CommonAttentionMetadata common = step_metadata.common();
-
-  // The image may still feed the previous step's copy.
-  if (upload_in_flight) upload_free.synchronize();
-  upload_in_flight = false;
-  auto* base = static_cast<std::byte*>(upload_image.data());
-  const std::size_t metadata_bytes = builders[0]->stage(common, base + metadata_offset);
-  metadata[0] = &builders[0]->metadata();
-  auto* ids = reinterpret_cast<std::int32_t*>(base);
-  auto* positions = reinterpret_cast<std::int64_t*>(base + positions_offset);
-  int row = 0;
-  for (const StepRequest& r : batch.requests) {
-    for (std::int64_t pos = r.seq_len - r.query_len; pos < r.seq_len; ++pos, ++row) {
-      positions[row] = pos;
-    }
-  }
-  if (batch.token_ids.empty()) {
-    std::memset(ids, 0, sizeof(std::int32_t) * row);
-  } else {
-    std::memcpy(ids, batch.token_ids.data(), sizeof(std::int32_t) * row);
-  }
-  std::fill(ids + row, ids + run.rows, 0);
-  std::fill(positions + row, positions + run.rows, 0);
-  // Unused token and position rows of the span go along; nothing reads them. The copy itself
-  // is the first of the step's work (run_ops).
-  upload_copy.set_length(metadata_offset + metadata_bytes);
-  // Further backends (a model mixing them) upload their own copy.
-  for (std::size_t b = 1; b < builders.size(); ++b) metadata[b] = &builders[b]->upload(common, s);
+void Engine::State::stage(const StepBatch& batch, const StepShape& shape, const RunShape& run) {
+  stager->stage(batch, shape, run.rows, run.reqs);
 }
 
 void Engine::State::run_ops(int begin, int end, const RunShape& run, cudaStream_t s, bool nvtx) {
-  if (begin == 0) {
-    upload_copy.enqueue(s);
-    upload_free.record_external(s);
-    upload_in_flight = true;
-    for (const auto& builder : builders) builder->finish(s);
-  }
-  runner->run(begin, end, run, metadata, s, nvtx);
+  if (begin == 0) stager->enqueue_upload(s);
+  runner->run(begin, end, run, stager->metadata(), s, nvtx);
 }
 
 template <typename Launch>
@@ -175,7 +122,8 @@ void Engine::State::replay(const std::vector<Segment>& segments, const RunShape&
 StepResult Engine::step(const StepBatch& batch, const StepOptions& options) {
   State& s = *state_;
   const auto t0 = Clock::now();
-  const StepShape shape = validate_step(batch, s.limits, s.ids_checked_up_front());
+  // Block ids are checked where the stager writes them (the rows that changed).
+  const StepShape shape = validate_step(batch, s.limits, /*check_block_ids=*/false);
   char name[64];
   std::snprintf(name, sizeof name, "step[tokens=%d,reqs=%d]", shape.num_tokens, shape.num_reqs);
   const NvtxRange range(name);
@@ -188,7 +136,7 @@ StepResult Engine::step(const StepBatch& batch, const StepOptions& options) {
   const RunShape run = graph ? RunShape{dispatch.descriptor.num_tokens, s.padded_reqs(dispatch.descriptor)}
                              : RunShape{shape.num_tokens, shape.num_reqs};
   const auto t1 = Clock::now();
-  s.upload(batch, run);
+  s.stage(batch, shape, run);
   const auto t2 = Clock::now();
   const cudaStream_t stream = s.stream.get();
   if (!graph || options.eager_like_graph) {
@@ -216,9 +164,9 @@ StepResult Engine::step(const StepBatch& batch, const StepOptions& options) {
 
 std::vector<OpTime> Engine::profile_ops(const StepBatch& batch) {
   State& s = *state_;
-  const StepShape shape = validate_step(batch, s.limits, s.ids_checked_up_front());
+  const StepShape shape = validate_step(batch, s.limits, /*check_block_ids=*/false);
   const RunShape run{shape.num_tokens, shape.num_reqs};
-  s.upload(batch, run);
+  s.stage(batch, shape, run);
   const cudaStream_t stream = s.stream.get();
   const int n = s.runner->num_ops();
   std::vector<Event> marks;
@@ -238,7 +186,7 @@ std::vector<OpTime> Engine::profile_ops(const StepBatch& batch) {
 
 void Engine::synchronize() const {
   state_->stream.synchronize();
-  state_->upload_in_flight = false;  // the copy out of the upload image is done, too
+  state_->stager->uploads_done();
 }
 const EngineSpec& Engine::spec() const { return state_->spec; }
 const MemoryPlan& Engine::plan() const { return state_->plan; }

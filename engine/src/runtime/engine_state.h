@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "freezeframe/backends/metadata_builder.h"
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/engine/model/model_program.h"
 #include "freezeframe/engine/plan/memory_planner.h"
@@ -20,7 +19,7 @@
 #include "freezeframe/graphs/shared_executables.h"
 #include "freezeframe/memory/arena.h"
 #include "model/model_runner.h"
-#include "runtime/host_copy.h"
+#include "runtime/step_stager.h"
 
 namespace freezeframe {
 
@@ -50,7 +49,6 @@ struct Engine::State {
   Stream stream;
   DeploymentGeometry geometry;
   const DeploymentLimits& limits;
-  std::vector<std::unique_ptr<MetadataBuilder>> builders;
   std::unique_ptr<ModelRunner> runner;
   Dispatcher dispatcher;
   CaptureReport report;
@@ -65,19 +63,10 @@ struct Engine::State {
   std::unordered_map<BatchDescriptor, std::vector<int>, BatchDescriptorHash> piecewise_graphs;
   SharedExecutables piecewise_executables;
 
-  // A step's inputs (token ids, positions) and the first builder's metadata, staged in
-  // pinned memory laid out like the device span they go to (the plan puts them together),
-  // uploaded in one copy: a kernel first in the step's work, so a graph holds it and a
-  // replay costs the host one launch.
-  PinnedBuffer upload_image;
-  HostCopy upload_copy;              // upload_image → the device span
-  std::size_t positions_offset = 0;  // bytes from token_ids to positions, host and device alike
-  std::size_t metadata_offset = 0;   // bytes from token_ids to the first builder's buffers
-  Event upload_free{false};          // the last copy out of upload_image has run (recorded
-  bool upload_in_flight = false;     // right after it, by graphs too)
-  std::vector<const AttentionMetadata*> metadata;
-  StepMetadata step_metadata;  // reused every step
-  int token_ids = -1, logits = -1;  // program tensor indices
+  // The one staged image of a step and its upload (a kernel first in the step's work, so a
+  // graph holds it and a replay costs the host one launch).
+  std::unique_ptr<StepStager> stager;
+  int logits = -1;  // program tensor index
 
   State(EngineSpec s, EngineOptions o, std::int64_t device_memory)
       : spec(std::move(s)),
@@ -91,20 +80,16 @@ struct Engine::State {
         limits(geometry.limits),
         dispatcher(CudaGraphMode::kNone, {}) {}
 
-  /// Whether step validation checks the block ids. A single builder checks those of the rows
-  /// it stages (the ones that changed), before any copy; with several, each enqueues its copy
-  /// as it stages, so a refusal by a later one would come after an earlier one's copy.
-  [[nodiscard]] bool ids_checked_up_front() const { return builders.size() > 1; }
-
   [[nodiscard]] int padded_reqs(const BatchDescriptor& d) const {
     return d.num_reqs > 0 ? d.num_reqs : std::min(d.num_tokens, limits.max_num_seqs);
   }
 
   void build_segments();
   void build_warm_up_ops();
-  void upload(const StepBatch& batch, const RunShape& run);
-  /// Ops [begin, end) on `s`; from op 0, the upload's device half first: the copy out of
-  /// upload_image and the builders' finish (so a graph of the first segment holds them).
+  /// Stages a validated step for `run` (StepStager::stage).
+  void stage(const StepBatch& batch, const StepShape& shape, const RunShape& run);
+  /// Ops [begin, end) on `s`; from op 0, the upload first (so a graph of the first segment
+  /// holds it).
   void run_ops(int begin, int end, const RunShape& run, cudaStream_t s, bool nvtx);
   void capture_all();
   void warm_up(const BatchDescriptor& d);

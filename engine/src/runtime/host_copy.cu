@@ -1,5 +1,7 @@
 #include "runtime/host_copy.h"
 
+#include <cstddef>
+
 #include "freezeframe/core/error.h"
 
 namespace freezeframe {
@@ -12,12 +14,29 @@ namespace {
 constexpr int kThreads = 1024;
 constexpr int kUnroll = 8;
 
-__global__ void __launch_bounds__(kThreads)
-    copy_from_host(const uint4* __restrict__ src, uint4* __restrict__ dst,
-                   const unsigned long long* length, unsigned long long capacity) {
+struct CopyParams {
+  const uint4* src;
+  uint4* dst;
+  const unsigned long long* length;  // pinned
+  unsigned long long capacity;
+  // The table (stride 0: none): rows × width int32 back to back at src_table, the two counts
+  // at shape (pinned), spread to dst_table at `stride` per row.
+  const int* shape;
+  const int* src_table;
+  int* dst_table;
+  int stride;
+  int max_rows;
+};
+
+__global__ void __launch_bounds__(kThreads) copy_from_host(const __grid_constant__ CopyParams p) {
   // Host memory is read with ld.global.cv: fetched afresh, never from a cache.
   __shared__ unsigned long long bytes;
-  if (threadIdx.x == 0) bytes = min(__ldcv(length), capacity);
+  __shared__ int rows, width;
+  if (threadIdx.x == 0) {
+    bytes = min(__ldcv(p.length), p.capacity);
+    rows = p.stride > 0 ? min(__ldcv(p.shape), p.max_rows) : 0;
+    width = p.stride > 0 ? min(__ldcv(p.shape + 1), p.stride) : 0;
+  }
   __syncthreads();
   const unsigned long long vectors = bytes / sizeof(uint4);
   for (unsigned long long base = 0; base < vectors; base += kThreads * kUnroll) {
@@ -25,19 +44,58 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const unsigned long long i = base + k * kThreads + threadIdx.x;
-      if (i < vectors) v[k] = __ldcv(src + i);
+      if (i < vectors) v[k] = __ldcv(p.src + i);
     }
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const unsigned long long i = base + k * kThreads + threadIdx.x;
-      if (i < vectors) dst[i] = v[k];
+      if (i < vectors) p.dst[i] = v[k];
     }
   }
   const unsigned long long tail = bytes % sizeof(uint4);
   if (threadIdx.x < tail) {
     const unsigned long long at = vectors * sizeof(uint4) + threadIdx.x;
-    reinterpret_cast<unsigned char*>(dst)[at] =
-        __ldcv(reinterpret_cast<const unsigned char*>(src) + at);
+    reinterpret_cast<unsigned char*>(p.dst)[at] =
+        __ldcv(reinterpret_cast<const unsigned char*>(p.src) + at);
+  }
+  if (rows == 0 || width == 0) return;
+  // The table, 16 bytes at a time when rows allow it (widths and stride multiples of 4).
+  const bool vector = width % 4 == 0 && p.stride % 4 == 0;
+  const int unit = vector ? 4 : 1;
+  const int row_units = width / unit, stride_units = p.stride / unit;
+  const long long units = static_cast<long long>(rows) * row_units;
+  for (long long base = 0; base < units; base += kThreads * kUnroll) {
+    if (vector) {
+      uint4 v[kUnroll];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const long long i = base + k * kThreads + threadIdx.x;
+        if (i < units) v[k] = __ldcv(reinterpret_cast<const uint4*>(p.src_table) + i);
+      }
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const long long i = base + k * kThreads + threadIdx.x;
+        if (i < units) {
+          const long long row = i / row_units;
+          reinterpret_cast<uint4*>(p.dst_table)[row * stride_units + (i - row * row_units)] = v[k];
+        }
+      }
+    } else {
+      int v[kUnroll];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const long long i = base + k * kThreads + threadIdx.x;
+        if (i < units) v[k] = __ldcv(p.src_table + i);
+      }
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const long long i = base + k * kThreads + threadIdx.x;
+        if (i < units) {
+          const long long row = i / row_units;
+          p.dst_table[row * stride_units + (i - row * row_units)] = v[k];
+        }
+      }
+    }
   }
 }
 
@@ -64,10 +122,37 @@ void HostCopy::set_length(std::size_t bytes) {
   *static_cast<std::uint64_t*>(length_.data()) = bytes;
 }
 
+void HostCopy::spread_table(std::size_t shape_offset, std::size_t table_offset, int stride,
+                            int max_rows) {
+  FF_CHECK(stride > 0 && max_rows > 0 && shape_offset % sizeof(int) == 0 &&
+               table_offset % sizeof(uint4) == 0 &&
+               shape_offset + 2 * sizeof(int) <= capacity_ &&
+               table_offset + std::size_t(max_rows) * stride * sizeof(int) <= capacity_,
+           ErrorCode::kInvalidArgument, "HostCopy: a table of ", max_rows, " rows of ", stride,
+           " at ", table_offset, " (shape at ", shape_offset, ") does not fit a source of ",
+           capacity_, " bytes");
+  shape_offset_ = shape_offset;
+  table_offset_ = table_offset;
+  table_stride_ = stride;
+  table_rows_ = max_rows;
+}
+
 void HostCopy::enqueue(cudaStream_t stream) const {
-  copy_from_host<<<1, kThreads, 0, stream>>>(
-      static_cast<const uint4*>(src_), static_cast<uint4*>(dst_),
-      static_cast<const unsigned long long*>(length_src_), capacity_);
+  CopyParams p{};
+  p.src = static_cast<const uint4*>(src_);
+  p.dst = static_cast<uint4*>(dst_);
+  p.length = static_cast<const unsigned long long*>(length_src_);
+  p.capacity = capacity_;
+  if (table_stride_ > 0) {
+    const auto* src = static_cast<const std::byte*>(src_);
+    auto* dst = static_cast<std::byte*>(dst_);
+    p.shape = reinterpret_cast<const int*>(src + shape_offset_);
+    p.src_table = reinterpret_cast<const int*>(src + table_offset_);
+    p.dst_table = reinterpret_cast<int*>(dst + table_offset_);
+    p.stride = table_stride_;
+    p.max_rows = table_rows_;
+  }
+  copy_from_host<<<1, kThreads, 0, stream>>>(p);
   FF_CHECK_LAUNCH();
 }
 

@@ -95,15 +95,12 @@ StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits, 
   return shape;
 }
 
-void StepMetadata::assign(const StepBatch& batch, const DeploymentLimits& limits, int padded_tokens,
-                          int padded_reqs) {
-  const int num_reqs = static_cast<int>(batch.requests.size());
-  const BlockSize block_size(limits.block_size);
-  int tokens = 0, decodes = 0;
-  for (const StepRequest& r : batch.requests) tokens += r.query_len;
-  while (decodes < num_reqs && batch.requests[decodes].query_len == 1) ++decodes;
-  FF_CHECK(padded_tokens >= tokens && padded_reqs >= num_reqs, E::kInvalidArgument,
-           "cannot pad a step of ", tokens, " tokens and ", num_reqs, " requests to ",
+void StepMetadata::assign(const StepBatch& batch, const StepShape& shape, int block_size_tokens,
+                          int padded_tokens, int padded_reqs) {
+  const int num_reqs = shape.num_reqs;
+  const BlockSize block_size(block_size_tokens);
+  FF_CHECK(padded_tokens >= shape.num_tokens && padded_reqs >= num_reqs, E::kInvalidArgument,
+           "cannot pad a step of ", shape.num_tokens, " tokens and ", num_reqs, " requests to ",
            padded_tokens, " tokens and ", padded_reqs, " requests");
   int stride = 1;
   for (const StepRequest& r : batch.requests) {
@@ -111,7 +108,7 @@ void StepMetadata::assign(const StepBatch& batch, const DeploymentLimits& limits
   }
   block_table_stride_ = stride;
   num_tokens_ = padded_tokens;
-  num_decodes_ = decodes;
+  num_decodes_ = shape.num_decodes;
   query_start_loc_.assign(padded_reqs + 1, 0);
   seq_lens_.assign(padded_reqs, 0);
   rows_.assign(padded_reqs, {});

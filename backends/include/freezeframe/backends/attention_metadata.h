@@ -1,7 +1,8 @@
 #pragma once
 // Per-step attention metadata. The serving loop describes a batch on the host
-// (CommonAttentionMetadata); a MetadataBuilder uploads it into persistent device buffers and
-// returns AttentionMetadata, a plain struct of device pointers and sizes the kernels read.
+// (CommonAttentionMetadata); it is staged and uploaded into persistent device buffers (an
+// engine's one staged image, or a MetadataBuilder's own), and AttentionMetadata, a plain
+// struct of device pointers and sizes, is what the kernels read.
 //
 // Batch order: decode requests first (one new token each), then prefill requests.
 
@@ -39,7 +40,7 @@ struct BatchLimits {
   std::int32_t num_blocks = 0;
 };
 
-/// Device view of one step, valid until the next build on the same builder.
+/// Device view of one step, valid until the next step is staged over it.
 struct AttentionMetadata {
   const std::int32_t* query_start_loc = nullptr;  ///< [num_reqs + 1]
   const std::int32_t* seq_lens = nullptr;         ///< [num_reqs]
@@ -52,6 +53,9 @@ struct AttentionMetadata {
   int num_tokens = 0;
   int num_decodes = 0;
   int num_decode_tokens = 0;
+  /// The backend's host-planned data for this step (AttentionBackend::plan), on the device;
+  /// null when it plans none.
+  const void* plan = nullptr;
   /// Host copies for paths that run eagerly and need sizes (never used to shape a launch that
   /// a graph may capture). Valid until the next build.
   std::span<const std::int32_t> query_start_loc_host;

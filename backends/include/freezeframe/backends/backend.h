@@ -46,6 +46,16 @@ class AttentionBackend {
   [[nodiscard]] virtual std::size_t mla_workspace_bytes(const MlaParams& params,
                                                         const BatchLimits& limits,
                                                         const DeviceProperties& device) const;
+  /// Bytes of host-planned data (tile lists, split schedules) this backend stages with every
+  /// step for batches within `limits` on `device`: a slice of the step's one staged image,
+  /// uploaded with the rest. Default: none.
+  [[nodiscard]] virtual std::size_t plan_bytes(const BatchLimits& limits,
+                                               const DeviceProperties& device) const;
+  /// The plan hook: writes this step's host-planned data into `slice` (plan_bytes long, same
+  /// contents every call for the same metadata) from the step's validated, padded common
+  /// metadata; forwards find it on the device at AttentionMetadata::plan. Its launch shapes
+  /// must not depend on it (graphs replay them). Default: nothing.
+  virtual void plan(const CommonAttentionMetadata& common, std::span<std::byte> slice) const;
   /// The full-graph support level of this backend's builder.
   [[nodiscard]] virtual GraphSupport graph_support() const = 0;
 

@@ -17,9 +17,8 @@ namespace freezeframe {
 enum class RegionKind {
   kWeights,           ///< parameters of the built-in model
   kActivations,       ///< tensors of the model program, packed by lifetime
-  kInputs,            ///< per-step inputs at fixed addresses (token ids, positions)
+  kStaging,           ///< a step's staged inputs and attention metadata, at fixed addresses
   kOutputs,           ///< per-step outputs at fixed addresses (logits)
-  kMetadata,          ///< persistent attention metadata buffers of a backend's builder
   kWorkspace,         ///< scratch shared by all layers (backend, split-KV, cuBLAS)
   kKvCache,           ///< the paged KV cache: whatever is left of the budget
 };

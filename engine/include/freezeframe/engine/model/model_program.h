@@ -39,8 +39,8 @@ enum class OpKind {
   kMlaKvAProj,      ///< kv_a = x · W_kv_aᵀ   [T, R + rope]
   kMlaKvANorm,      ///< kv_c_normed = rms_norm(kv_a[:, :R])
   kMlaAttention,    ///< MLA forward: rope, latent cache write, attention, W_UV
-  kFinalNorm,       ///< normed = rms_norm(hidden)
-  kLmHead,          ///< logits = normed[last token of each sequence] · W_lm_headᵀ
+  kFinalNorm,       ///< normed = rms_norm(hidden[lm_head_rows]): each sequence's last token
+  kLmHead,          ///< logits = normed · W_lm_headᵀ
 };
 [[nodiscard]] std::string_view to_string(OpKind kind);
 

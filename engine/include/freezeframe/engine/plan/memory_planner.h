@@ -6,9 +6,9 @@
 //   activations          the model program's tensors packed by lifetime (greedy by size),
 //                        attention outputs and DCP LSE included: a fixed address is all an
 //                        output buffer needs, not a buffer per layer
-//   inputs               per-step token ids and positions at fixed addresses
-//   metadata.<backend>   persistent metadata of each backend's builder (MetadataBuilder),
-//                        right after the inputs so that one copy uploads a step
+//   staging              a step's staged image (StagingLayout): token ids, positions, the
+//                        LM head's rows, the attention metadata, each backend's plan slice
+//                        and the block table, at fixed addresses, uploaded by one copy
 //   outputs              the logits
 //   attention_workspace  the largest workspace a layer's backend states (layers run one at a
 //                        time; split-KV decode keeps its partial outputs there)

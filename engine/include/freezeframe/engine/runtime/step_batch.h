@@ -49,17 +49,20 @@ struct StepShape {
 [[nodiscard]] StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
                                       bool check_block_ids = true);
 
-/// Host metadata of a validated step, padded to `padded_tokens` rows and `padded_reqs`
-/// requests (see Note [Padding a step]); its spans stay valid while it and the batch live.
-/// The block table is the batch's own per-request lists, by row (nothing copied).
+/// Host metadata of a validated step (`shape` is what validate_step said of it), padded to
+/// `padded_tokens` rows and `padded_reqs` requests (see Note [Padding a step]); its spans stay
+/// valid while it and the batch live. The block table is the batch's own per-request lists,
+/// by row (nothing copied).
 class StepMetadata {
  public:
   StepMetadata() = default;
-  StepMetadata(const StepBatch& batch, const DeploymentLimits& limits, int padded_tokens, int padded_reqs) {
-    assign(batch, limits, padded_tokens, padded_reqs);
+  StepMetadata(const StepBatch& batch, const StepShape& shape, int block_size, int padded_tokens,
+               int padded_reqs) {
+    assign(batch, shape, block_size, padded_tokens, padded_reqs);
   }
   /// Rebuilds it for another step, reusing its memory (the serving loop's steady state).
-  void assign(const StepBatch& batch, const DeploymentLimits& limits, int padded_tokens, int padded_reqs);
+  void assign(const StepBatch& batch, const StepShape& shape, int block_size, int padded_tokens,
+              int padded_reqs);
 
   [[nodiscard]] CommonAttentionMetadata common() const;
   [[nodiscard]] std::span<const std::int32_t> query_start_loc() const { return query_start_loc_; }
