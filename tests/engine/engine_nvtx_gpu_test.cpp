@@ -65,14 +65,18 @@ TEST(EngineNvtx, RangesOfPlanCaptureStepReplayAndAttention) {
   int tokens = 0;
   for (const StepRequest& r : mixed.batch().requests) tokens += r.query_len;
   const std::string step = "step[tokens=" + std::to_string(tokens) + ",reqs=3]";
+  // The step runs padded to the smallest captured size that holds it.
+  int size = 1;
+  while (size < tokens) size *= 2;
+  const std::string piece = "replay[size=" + std::to_string(size) + ",mode=piecewise,piece=";
   ASSERT_GE(pieces.size(), 7u);
   EXPECT_EQ(pieces[0], step);
   EXPECT_EQ(pieces[1], "metadata_upload");
-  EXPECT_EQ(pieces[2], "replay[size=8,mode=piecewise,piece=0]");
+  EXPECT_EQ(pieces[2], piece + "0]");
   EXPECT_EQ(pieces[3], "attention[layer=0,backend=paged_decode]");
-  EXPECT_EQ(pieces[4], "replay[size=8,mode=piecewise,piece=1]");
+  EXPECT_EQ(pieces[4], piece + "1]");
   EXPECT_EQ(pieces[5], "attention[layer=1,backend=paged_decode]");
-  EXPECT_EQ(pieces[6], "replay[size=8,mode=piecewise,piece=2]");
+  EXPECT_EQ(pieces[6], piece + "2]");
 
   // Eagerly, every attention forward is a range of its own.
   mark = recorded_events().size();

@@ -21,6 +21,7 @@ struct CaptureBatch {
   std::vector<std::int32_t> block_ids;
   std::vector<std::int64_t> slots;
   StepBatch batch;
+  StepShape shape;  // by construction (its slots, −1, would not pass validate_step)
 
   CaptureBatch(const BatchDescriptor& d, const DeploymentLimits& limits) {
     std::vector<int> lengths;
@@ -40,9 +41,12 @@ struct CaptureBatch {
     slots.assign(d.num_tokens, -1);
     batch.requests = requests;
     batch.slot_mapping = slots;
+    shape.num_tokens = d.num_tokens;
+    shape.num_reqs = static_cast<int>(requests.size());
+    while (shape.num_decodes < shape.num_reqs && lengths[shape.num_decodes] == 1) ++shape.num_decodes;
+    shape.uniform_decode = shape.num_decodes == shape.num_reqs;
   }
 };
-
 
 }  // namespace
 
@@ -170,7 +174,7 @@ void Engine::State::capture_all() {
 void Engine::State::warm_up(const BatchDescriptor& d) {
   const RunShape run{d.num_tokens, padded_reqs(d)};
   const CaptureBatch dummy(d, limits);
-  stage(dummy.batch, validate_step(dummy.batch, limits, false), run);
+  stage(dummy.batch, dummy.shape, run);
   for (const auto& [begin, end] : warm_up_ops) run_ops(begin, end, run, stream.get(), false);
 }
 
@@ -179,7 +183,7 @@ void Engine::State::capture_one(const BatchDescriptor& d, RuntimeMode mode) {
   const NvtxRange range("capture[size=" + std::to_string(d.num_tokens) + ",mode=" + mode_name + "]");
   const RunShape run{d.num_tokens, padded_reqs(d)};
   const CaptureBatch dummy(d, limits);
-  stage(dummy.batch, validate_step(dummy.batch, limits, false), run);
+  stage(dummy.batch, dummy.shape, run);
   const cudaStream_t s = stream.get();
   const std::vector<Segment>& segments = mode == RuntimeMode::kFull ? full_segments : piecewise_segments;
   CapturedGraphInfo info;
