@@ -1,4 +1,4 @@
-// The engine's NVTX ranges (DESIGN.md, "NVTX"), recorded by the injection library in
+// The engine's NVTX ranges (docs/DESIGN.md, "NVTX"), recorded by the injection library in
 // tests/support/nvtx_recorder.cpp: plan, capture, step, metadata upload, replay, and the
 // attention forwards that run eagerly; with layer_by_layer, one replay range per layer.
 

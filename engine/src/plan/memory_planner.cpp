@@ -219,7 +219,7 @@ MemoryPlan plan_memory(const EngineSpec& spec, std::int64_t device_bytes,
   // rank 0, the rank holding the most of its tokens.
   kv.max_concurrent_sequences = blocks_per_seq > 0 ? num_blocks / blocks_per_seq : 0;
 
-  // Capture sizes off the default grid make padding cliffs (DESIGN.md, "CUDA graphs").
+  // Capture sizes off the default grid make padding cliffs (docs/DESIGN.md, "CUDA graphs").
   if (spec.cuda_graphs.capture_sizes_explicit && !spec.cuda_graphs.capture_sizes.empty()) {
     const std::vector<int> grid = default_capture_sizes(spec.cuda_graphs.max_capture_size);
     std::string off;

@@ -1,5 +1,5 @@
 #pragma once
-// Engine: one deployment on one GPU, built from a spec (DESIGN.md, "Data flow").
+// Engine: one deployment on one GPU, built from a spec (docs/DESIGN.md, "A step, from the serving loop to the logits").
 //
 // Construction plans the memory, makes the one arena, fills the built-in model's weights
 // (deterministic random values), builds every layer's attention impl and one metadata builder

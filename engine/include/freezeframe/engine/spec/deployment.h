@@ -75,7 +75,7 @@ struct DeploymentGeometry {
   bool operator==(const DeploymentGeometry&) const = default;
 };
 
-/// Tokens of a sequence of `length` that DCP rank `rank` holds (DESIGN.md, "Decode context
+/// Tokens of a sequence of `length` that DCP rank `rank` holds (docs/DESIGN.md, "Decode context
 /// parallelism"): base + clamp(rem − rank·I, 0, I), base = (L div (I·W))·I, rem = L − base·W.
 [[nodiscard]] std::int64_t dcp_rank_tokens(std::int64_t length, int world_size,
                                            int interleave_size, int rank);
