@@ -1,5 +1,6 @@
 # Shared set-up for the scripts: install what is missing (Debian/Ubuntu packages), find nvcc,
-# configure and build a preset. Sourced, not run.
+# configure and build a preset (FREEZEFRAME_PRESET, default release; CUDAARCHS for other GPUs).
+# Sourced, not run.
 
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -53,10 +54,15 @@ ensure_dependencies() {
   }
 }
 
+# CUDAARCHS (CMake's own variable, e.g. CUDAARCHS=80 or "80;90") picks the GPU architectures,
+# also for a build folder configured before; without it the folder keeps what it has (sm_90 the
+# first time).
 configure_and_build() {
   cd "$ROOT"
-  log "configure ($PRESET)"
-  cmake --preset "$PRESET" >/dev/null
+  local archs=()
+  [ -z "${CUDAARCHS:-}" ] || archs=("-DCMAKE_CUDA_ARCHITECTURES=$CUDAARCHS")
+  log "configure ($PRESET${CUDAARCHS:+, CUDA architectures $CUDAARCHS})"
+  cmake --preset "$PRESET" "${archs[@]}" >/dev/null
   log "build ($PRESET)"
   cmake --build --preset "$PRESET" "$@"
 }
