@@ -165,7 +165,7 @@ struct Engine::State {
 };
 
 Engine::Engine(EngineSpec spec, EngineOptions options) {
-  FF_CHECK(has_gpu(), E::kUnsupported, "the engine needs a CUDA GPU: ", gpu_status());
+  require_usable_gpu();
   check_supported(spec);
   std::int64_t device_memory = options.device_memory;
   if (device_memory == 0) {
