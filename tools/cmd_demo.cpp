@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <random>
 
+#include "arguments.h"
 #include "commands.h"
 #include "freezeframe/backends/host_reference.h"
 #include "freezeframe/backends/registry.h"
@@ -37,7 +38,20 @@ DeviceCopy to_device(const HostTensor& t, cudaStream_t stream) {
 
 }  // namespace
 
-int run_demo(Args) {
+const std::string_view kDemoUsage =
+    "usage: freezeframe demo\n"
+    "  one forward of the reference backend on a small mixed batch (three decodes and a\n"
+    "  chunked prefill), checked against the double-precision host reference; without a GPU,\n"
+    "  the host reference alone\n";
+
+int run_demo(Args args) {
+  for (const std::string_view a : args) {
+    if (is_help(a)) {
+      std::printf("%.*s", int(kDemoUsage.size()), kDemoUsage.data());
+      return 0;
+    }
+    refuse(a);
+  }
   const AttentionBackend& backend = find_backend("reference");
   AttentionParams params;
   params.num_heads = 8;

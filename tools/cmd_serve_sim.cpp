@@ -39,6 +39,8 @@ constexpr const char* kUsage =
 
 }  // namespace
 
+const std::string_view kServeSimUsage = kUsage;
+
 int run_serve_sim(Args args) {
   std::string spec_path, trace_path, backend;
   std::optional<std::int64_t> device_bytes;
@@ -48,7 +50,7 @@ int run_serve_sim(Args args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     auto value = [&] { return take_value(args, i); };
-    if (a == "-h" || a == "--help") {
+    if (is_help(a)) {
       std::printf("%s", kUsage);
       return 0;
     } else if (a == "--trace") {
@@ -58,26 +60,26 @@ int run_serve_sim(Args args) {
     } else if (a == "--time-scale") {
       trace_options.time_scale = parse_positive(a, value());
     } else if (a == "--max-requests") {
-      trace_options.max_requests = static_cast<std::size_t>(parse_positive(a, value()));
+      trace_options.max_requests = static_cast<std::size_t>(parse_count(a, value()));
     } else if (a == "--device-memory") {
       device_bytes = parse_size_arg(a, value());
     } else if (a == "--backend") {
       backend = std::string(value());
     } else if (a == "--step-ms") {
       serving.modelled_step_ms = parse_positive(a, value());
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "freezeframe serve-sim: unknown option '%.*s'\n%s", int(a.size()),
-                   a.data(), kUsage);
-      return 2;
+    } else if (a.empty() || a[0] == '-') {
+      refuse(a);
     } else {
-      FF_CHECK(spec_path.empty(), ErrorCode::kInvalidArgument, "one spec at a time");
+      // A second file is most likely the trace without its flag.
+      if (!spec_path.empty()) {
+        refuse(a, trace_path.empty() ? "--trace FILE is required: a trace goes after --trace"
+                                     : "one spec at a time");
+      }
       spec_path = std::string(a);
     }
   }
-  if (spec_path.empty() || trace_path.empty()) {
-    std::fprintf(stderr, "freezeframe serve-sim: needs a spec and --trace\n%s", kUsage);
-    return 2;
-  }
+  if (spec_path.empty()) throw UsageError("no spec file given");
+  if (trace_path.empty()) throw UsageError("--trace FILE is required: the request trace to replay");
 
   EngineSpec spec = load_spec(spec_path);
   if (!backend.empty()) use_backend(spec, backend);
