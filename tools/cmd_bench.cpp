@@ -23,6 +23,7 @@
 #include "arguments.h"
 #include "commands.h"
 #include "freezeframe/core/cuda_handles.h"
+#include "freezeframe/core/device.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/engine.h"
 #include "freezeframe/engine/spec.h"
@@ -199,6 +200,7 @@ int run_bench(Args args) {
     }
   }
   common.require_spec();
+  require_usable_gpu();
   EngineOptions options;
   options.device_memory = device_memory(common.device_bytes).bytes;
   Engine engine(common.load(), options);

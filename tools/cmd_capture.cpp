@@ -12,6 +12,7 @@
 
 #include "arguments.h"
 #include "commands.h"
+#include "freezeframe/core/device.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/engine.h"
 #include "freezeframe/engine/spec.h"
@@ -49,6 +50,7 @@ int run_capture(Args args) {
     }
   }
   common.require_spec();
+  require_usable_gpu();
   EngineOptions options;
   options.device_memory = device_memory(common.device_bytes).bytes;
   options.capture_progress = progress_bar;

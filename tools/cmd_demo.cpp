@@ -93,12 +93,13 @@ int run_demo(Args args) {
   if (!has_gpu()) {
     double norm = 0;
     for (double x : expected.out) norm += x * x;
-    std::printf("no GPU (%s): ran the host reference only\n", gpu_status().c_str());
+    std::printf("no GPU: %s\nran the host reference only\n", gpu_status().c_str());
     std::printf("host reference: output L2 norm %.4f, LSE of row 0 head 0 %.4f\n", std::sqrt(norm),
                 expected.lse_ln[0]);
     return 0;
   }
 
+  require_usable_gpu();
   std::printf("GPU: %s\n", gpu_status().c_str());
   Stream stream = Stream::create();
   auto impl = backend.make_impl(params);

@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "arguments.h"
+#include "freezeframe/core/device.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/engine.h"
 #include "freezeframe/engine/graph_scope.h"
@@ -93,6 +94,10 @@ int run_serve_sim(Args args) {
     dispatcher.emplace(effective_graph_mode(spec), spec.cuda_graphs.capture_sizes,
                        spec.scheduler.max_num_seqs);
   } else {
+    // After the spec and the trace, which --schedule-only reads as well.
+    FF_CHECK(has_gpu(), ErrorCode::kUnsupported, "no GPU to run the steps on: ", gpu_status(),
+             "; --schedule-only replays the trace's schedule without one");
+    require_usable_gpu();
     EngineOptions options;
     options.device_memory = device.bytes;
     engine = std::make_unique<Engine>(spec, options);

@@ -89,3 +89,17 @@ check(RC 2 ARGS serve-sim ${tiny} ERR "--trace FILE is required")
 check(RC 2 ARGS serve-sim ${tiny} ${trace} ERR "--trace FILE is required")
 check(RC 0 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --device-memory 2GiB
       OUT "finished 2 of 2 requests")
+
+# Without a GPU (demo says so), the GPU commands refuse with the probe's reason, cleanly.
+execute_process(COMMAND ${FREEZEFRAME} demo RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+if(out MATCHES "no GPU: ([^\n]*)")
+  set(reason "${CMAKE_MATCH_1}")
+  message(STATUS "no GPU here: ${reason}")
+  check(RC 0 ARGS demo OUT "ran the host reference only")
+  check(RC 1 ARGS serve-sim ${tiny} --trace ${trace} --device-memory 2GiB
+        ERR "no GPU" "--schedule-only" "${reason}" NOT_ERR ".cpp")
+  foreach(command capture bench)
+    check(RC 1 ARGS ${command} ${tiny} ERR "freezeframe ${command}: unsupported: ${reason}"
+          NOT_ERR ".cpp")
+  endforeach()
+endif()
