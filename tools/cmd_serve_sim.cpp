@@ -82,6 +82,9 @@ int run_serve_sim(Args args) {
   if (spec_path.empty()) throw UsageError("no spec file given");
   if (trace_path.empty()) throw UsageError("--trace FILE is required: the request trace to replay");
 
+  // A GPU this build has no code for is refused before the spec, whose backends query the
+  // device; no GPU at all only where the engine is built, after the spec and the trace.
+  if (!schedule_only && has_gpu()) require_usable_gpu();
   EngineSpec spec = load_spec(spec_path);
   if (!backend.empty()) use_backend(spec, backend);
   const DeviceMemory device = device_memory(device_bytes);
@@ -94,10 +97,8 @@ int run_serve_sim(Args args) {
     dispatcher.emplace(effective_graph_mode(spec), spec.cuda_graphs.capture_sizes,
                        spec.scheduler.max_num_seqs);
   } else {
-    // After the spec and the trace, which --schedule-only reads as well.
     FF_CHECK(has_gpu(), ErrorCode::kUnsupported, "no GPU to run the steps on: ", gpu_status(),
              "; --schedule-only replays the trace's schedule without one");
-    require_usable_gpu();
     EngineOptions options;
     options.device_memory = device.bytes;
     engine = std::make_unique<Engine>(spec, options);
