@@ -1,5 +1,6 @@
 # Shared set-up for the scripts: install what is missing (Debian/Ubuntu packages), find nvcc,
-# configure and build a preset. Sourced, not run.
+# configure and build a preset (FREEZEFRAME_PRESET, default release; CUDAARCHS for other GPUs).
+# Sourced, not run.
 
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -7,17 +8,34 @@ PRESET="${FREEZEFRAME_PRESET:-release}"
 
 log() { printf '== %s\n' "$*"; }
 
+# True when any of the given files exists (a glob that matches nothing stays as written and
+# does not exist).
+any_exists() {
+  local file
+  for file in "$@"; do
+    [ -e "$file" ] && return 0
+  done
+  return 1
+}
+
+# The Debian packages ensure_dependencies would install, one a line; nothing when every one is
+# present. Installs nothing itself.
+missing_dependencies() {
+  command -v cmake >/dev/null || echo cmake
+  command -v ninja >/dev/null || echo ninja-build
+  command -v g++ >/dev/null || echo g++
+  any_exists /usr/lib/*/cmake/yaml-cpp/yaml-cpp-config.cmake \
+    /usr/lib/cmake/yaml-cpp/yaml-cpp-config.cmake /usr/share/cmake/yaml-cpp/yaml-cpp-config.cmake \
+    /usr/local/lib/cmake/yaml-cpp/yaml-cpp-config.cmake || echo libyaml-cpp-dev
+  any_exists /usr/lib/*/cmake/GTest/GTestConfig.cmake /usr/lib/cmake/GTest/GTestConfig.cmake \
+    /usr/local/lib/cmake/GTest/GTestConfig.cmake || echo libgtest-dev
+}
+
 # Packages are installed only when something is missing, so a machine without network access
 # but with everything present (the GPU test machine) never calls apt.
 ensure_dependencies() {
   local missing=()
-  command -v cmake >/dev/null || missing+=(cmake)
-  command -v ninja >/dev/null || missing+=(ninja-build)
-  command -v g++ >/dev/null || missing+=(g++)
-  ls /usr/lib/*/cmake/yaml-cpp/yaml-cpp-config.cmake /usr/lib/cmake/yaml-cpp/yaml-cpp-config.cmake \
-     /usr/share/cmake/yaml-cpp/yaml-cpp-config.cmake >/dev/null 2>&1 || missing+=(libyaml-cpp-dev)
-  ls /usr/lib/*/cmake/GTest/GTestConfig.cmake /usr/lib/cmake/GTest/GTestConfig.cmake \
-     >/dev/null 2>&1 || missing+=(libgtest-dev)
+  mapfile -t missing < <(missing_dependencies)
   if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     local sudo=""
@@ -36,10 +54,15 @@ ensure_dependencies() {
   }
 }
 
+# CUDAARCHS (CMake's own variable, e.g. CUDAARCHS=80 or "80;90") picks the GPU architectures,
+# also for a build folder configured before; without it the folder keeps what it has (sm_90 the
+# first time).
 configure_and_build() {
   cd "$ROOT"
-  log "configure ($PRESET)"
-  cmake --preset "$PRESET" >/dev/null
+  local archs=()
+  [ -z "${CUDAARCHS:-}" ] || archs=("-DCMAKE_CUDA_ARCHITECTURES=$CUDAARCHS")
+  log "configure ($PRESET${CUDAARCHS:+, CUDA architectures $CUDAARCHS})"
+  cmake --preset "$PRESET" "${archs[@]}" >/dev/null
   log "build ($PRESET)"
   cmake --build --preset "$PRESET" "$@"
 }

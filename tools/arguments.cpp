@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -13,8 +15,19 @@
 
 namespace freezeframe::tools {
 
+bool is_help(std::string_view arg) { return arg == "-h" || arg == "--help"; }
+
+void refuse(std::string_view arg, std::string_view why) {
+  const bool option = !arg.empty() && arg[0] == '-';
+  std::string message =
+      detail::concat(option ? "unknown option '" : "unexpected argument '", arg, "'");
+  if (arg == "--verbose" && why.empty()) why = "it goes first: freezeframe --verbose <command> ...";
+  if (!why.empty()) message += detail::concat(" (", why, ")");
+  throw UsageError(message);
+}
+
 std::string_view take_value(std::span<const std::string_view> args, std::size_t& i) {
-  FF_CHECK(i + 1 < args.size(), ErrorCode::kInvalidArgument, args[i], " needs a value");
+  if (i + 1 >= args.size()) throw UsageError(detail::concat(args[i], " needs a value"));
   return args[++i];
 }
 
@@ -26,15 +39,27 @@ double parse_positive(std::string_view flag, std::string_view text) {
   } catch (const std::exception&) {
     used = 0;
   }
-  FF_CHECK(used == text.size() && value > 0, ErrorCode::kInvalidArgument, flag, ": '", text,
-           "' is not a positive number");
+  if (used != text.size() || !(value > 0) || !std::isfinite(value)) {
+    throw UsageError(detail::concat(flag, ": '", text, "' is not a positive number"));
+  }
+  return value;
+}
+
+std::int64_t parse_count(std::string_view flag, std::string_view text, std::int64_t max) {
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < 1 || value > max) {
+    throw UsageError(detail::concat(flag, ": '", text, "' is not a whole number from 1 to ", max));
+  }
   return value;
 }
 
 std::int64_t parse_size_arg(std::string_view flag, std::string_view text) {
   const auto bytes = parse_byte_size(text);
-  FF_CHECK(bytes && *bytes > 0, ErrorCode::kInvalidArgument, flag, ": '", text,
-           "' is not a size; write e.g. 141GiB, 80GB, 512MiB or a number of bytes");
+  if (!bytes || *bytes <= 0) {
+    throw UsageError(detail::concat(flag, ": '", text, "' is not a size; write e.g. 141GiB, "
+                                    "80GB, 512MiB or a number of bytes"));
+  }
   return *bytes;
 }
 
@@ -72,12 +97,16 @@ bool EngineArgs::take(std::span<const std::string_view> args, std::size_t& i) {
   } else if (a == "--json") {
     json_path = std::string(take_value(args, i));
   } else if (!a.empty() && a[0] != '-') {
-    FF_CHECK(spec_path.empty(), ErrorCode::kInvalidArgument, "one spec at a time");
+    if (!spec_path.empty()) refuse(a, "one spec at a time");
     spec_path = std::string(a);
   } else {
     return false;
   }
   return true;
+}
+
+void EngineArgs::require_spec() const {
+  if (spec_path.empty()) throw UsageError("no spec file given");
 }
 
 EngineSpec EngineArgs::load() const {

@@ -3,8 +3,10 @@
 // the device memory a tool plans for, and the backend override.
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -12,11 +14,29 @@
 
 namespace freezeframe::tools {
 
-/// The value after option args[i] (advancing i); throws naming the option when it is last.
+/// A mistake on the command line (an unknown option, a missing or malformed value): the tool
+/// prints it with the command's usage on stderr and exits 2, where other errors exit 1.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// -h or --help.
+[[nodiscard]] bool is_help(std::string_view arg);
+/// Throws UsageError for an argument the command does not take: "unknown option '--x'", or
+/// "unexpected argument 'x'" for a positional one, with `why` after it when given.
+[[noreturn]] void refuse(std::string_view arg, std::string_view why = {});
+
+/// The value after option args[i] (advancing i); throws UsageError naming the option when it
+/// is last.
 [[nodiscard]] std::string_view take_value(std::span<const std::string_view> args, std::size_t& i);
-/// A positive decimal number; throws naming `flag` otherwise.
+/// A positive, finite decimal number; throws UsageError naming `flag` otherwise.
 [[nodiscard]] double parse_positive(std::string_view flag, std::string_view text);
-/// "141GiB", "80GB", "512MiB" or a number of bytes; throws naming `flag` otherwise.
+/// A whole number in [1, max]; throws UsageError naming `flag` otherwise (so that a count
+/// never overflows the int it goes into).
+[[nodiscard]] std::int64_t parse_count(std::string_view flag, std::string_view text,
+                                       std::int64_t max = std::numeric_limits<int>::max());
+/// "141GiB", "80GB", "512MiB" or a number of bytes; throws UsageError naming `flag` otherwise.
 [[nodiscard]] std::int64_t parse_size_arg(std::string_view flag, std::string_view text);
 
 /// `s` as the inside of a JSON string.
@@ -32,8 +52,11 @@ struct EngineArgs {
   std::string spec_path, json_path, backend;
   std::optional<std::int64_t> device_bytes;
 
-  /// Consumes args[i] (and its value) when it is one of these; false otherwise.
+  /// Consumes args[i] (and its value) when it is one of these; false otherwise. A second spec
+  /// is refused (UsageError).
   bool take(std::span<const std::string_view> args, std::size_t& i);
+  /// Throws UsageError when no spec was given.
+  void require_spec() const;
   /// The spec with --backend applied.
   [[nodiscard]] EngineSpec load() const;
 };

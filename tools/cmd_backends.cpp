@@ -3,12 +3,25 @@
 #include <cstdio>
 #include <string>
 
+#include "arguments.h"
 #include "commands.h"
 #include "freezeframe/backends/registry.h"
 
 namespace freezeframe::tools {
 
-int run_backends(Args) {
+const std::string_view kBackendsUsage =
+    "usage: freezeframe backends\n"
+    "  lists the registered attention backends: MLA or not, CUDA graph support, whether they\n"
+    "  write into a preallocated output buffer, KV cache dtypes and head sizes\n";
+
+int run_backends(Args args) {
+  for (const std::string_view a : args) {
+    if (is_help(a)) {
+      std::printf("%.*s", int(kBackendsUsage.size()), kBackendsUsage.data());
+      return 0;
+    }
+    refuse(a);
+  }
   const BackendRegistry& registry = BackendRegistry::global();
   std::printf("%-16s %-4s %-28s %-9s %-22s %s\n", "backend", "mla", "cuda graphs", "out buf",
               "kv cache dtypes", "head sizes");

@@ -23,6 +23,7 @@
 #include "arguments.h"
 #include "commands.h"
 #include "freezeframe/core/cuda_handles.h"
+#include "freezeframe/core/device.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/spec/spec.h"
@@ -169,7 +170,7 @@ std::vector<int> parse_list(std::string_view flag, std::string_view text) {
   std::size_t at = 0;
   while (at <= text.size()) {
     const std::size_t comma = std::min(text.find(',', at), text.size());
-    out.push_back(static_cast<int>(parse_positive(flag, text.substr(at, comma - at))));
+    out.push_back(static_cast<int>(parse_count(flag, text.substr(at, comma - at))));
     at = comma + 1;
   }
   return out;
@@ -177,31 +178,29 @@ std::vector<int> parse_list(std::string_view flag, std::string_view text) {
 
 }  // namespace
 
+const std::string_view kBenchUsage = kUsage;
+
 int run_bench(Args args) {
   EngineArgs common;
   std::vector<int> batches = {1, 8, 64, 256};
   int context = 1024, iterations = 50;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
-    if (a == "-h" || a == "--help") {
+    if (is_help(a)) {
       std::printf("%s", kUsage);
       return 0;
     } else if (a == "--batches") {
       batches = parse_list(a, take_value(args, i));
     } else if (a == "--context") {
-      context = static_cast<int>(parse_positive(a, take_value(args, i)));
+      context = static_cast<int>(parse_count(a, take_value(args, i)));
     } else if (a == "--iterations") {
-      iterations = static_cast<int>(parse_positive(a, take_value(args, i)));
+      iterations = static_cast<int>(parse_count(a, take_value(args, i)));
     } else if (!common.take(args, i)) {
-      std::fprintf(stderr, "freezeframe bench: unknown option '%.*s'\n%s", int(a.size()),
-                   a.data(), kUsage);
-      return 2;
+      refuse(a);
     }
   }
-  if (common.spec_path.empty()) {
-    std::fprintf(stderr, "freezeframe bench: needs a spec\n%s", kUsage);
-    return 2;
-  }
+  common.require_spec();
+  require_usable_gpu();
   EngineOptions options;
   options.device_memory = device_memory(common.device_bytes).bytes;
   Engine engine(common.load(), options);

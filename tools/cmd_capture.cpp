@@ -12,6 +12,7 @@
 
 #include "arguments.h"
 #include "commands.h"
+#include "freezeframe/core/device.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/spec/spec.h"
@@ -35,23 +36,21 @@ void progress_bar(int done, int total) {
 
 }  // namespace
 
+const std::string_view kCaptureUsage = kUsage;
+
 int run_capture(Args args) {
   EngineArgs common;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
-    if (a == "-h" || a == "--help") {
+    if (is_help(a)) {
       std::printf("%s", kUsage);
       return 0;
     } else if (!common.take(args, i)) {
-      std::fprintf(stderr, "freezeframe capture: unknown option '%.*s'\n%s", int(a.size()),
-                   a.data(), kUsage);
-      return 2;
+      refuse(a);
     }
   }
-  if (common.spec_path.empty()) {
-    std::fprintf(stderr, "freezeframe capture: needs a spec\n%s", kUsage);
-    return 2;
-  }
+  common.require_spec();
+  require_usable_gpu();
   EngineOptions options;
   options.device_memory = device_memory(common.device_bytes).bytes;
   options.capture_progress = progress_bar;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <random>
 
+#include "arguments.h"
 #include "commands.h"
 #include "freezeframe/backends/host_reference.h"
 #include "freezeframe/backends/registry.h"
@@ -37,7 +38,20 @@ DeviceCopy to_device(const HostTensor& t, cudaStream_t stream) {
 
 }  // namespace
 
-int run_demo(Args) {
+const std::string_view kDemoUsage =
+    "usage: freezeframe demo\n"
+    "  one forward of the reference backend on a small mixed batch (three decodes and a\n"
+    "  chunked prefill), checked against the double-precision host reference; without a GPU,\n"
+    "  the host reference alone\n";
+
+int run_demo(Args args) {
+  for (const std::string_view a : args) {
+    if (is_help(a)) {
+      std::printf("%.*s", int(kDemoUsage.size()), kDemoUsage.data());
+      return 0;
+    }
+    refuse(a);
+  }
   const AttentionBackend& backend = find_backend("reference");
   AttentionParams params;
   params.num_heads = 8;
@@ -79,12 +93,13 @@ int run_demo(Args) {
   if (!has_gpu()) {
     double norm = 0;
     for (double x : expected.out) norm += x * x;
-    std::printf("no GPU (%s): ran the host reference only\n", gpu_status().c_str());
+    std::printf("no GPU: %s\nran the host reference only\n", gpu_status().c_str());
     std::printf("host reference: output L2 norm %.4f, LSE of row 0 head 0 %.4f\n", std::sqrt(norm),
                 expected.lse_ln[0]);
     return 0;
   }
 
+  require_usable_gpu();
   std::printf("GPU: %s\n", gpu_status().c_str());
   Stream stream = Stream::create();
   auto impl = backend.make_impl(params);

@@ -169,6 +169,8 @@ void print_plan(const EngineSpec& spec, const MemoryPlan& plan, const std::strin
 
 }  // namespace
 
+const std::string_view kPlanUsage = kUsage;
+
 int run_plan(Args args) {
   std::string spec_path, json_path, svg_path;
   std::optional<std::int64_t> device_bytes;
@@ -176,7 +178,7 @@ int run_plan(Args args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     auto value = [&] { return take_value(args, i); };
-    if (a == "-h" || a == "--help") {
+    if (is_help(a)) {
       std::printf("%s", kUsage);
       return 0;
     } else if (a == "--device-memory") {
@@ -187,20 +189,14 @@ int run_plan(Args args) {
       json_path = std::string(value());
     } else if (a == "--svg") {
       svg_path = std::string(value());
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "freezeframe plan: unknown option '%.*s'\n%s", int(a.size()), a.data(),
-                   kUsage);
-      return 2;
+    } else if (a.empty() || a[0] == '-') {
+      refuse(a);
     } else {
-      FF_CHECK(spec_path.empty(), ErrorCode::kInvalidArgument, "one spec at a time (got '",
-               spec_path, "' and '", a, "')");
+      if (!spec_path.empty()) refuse(a, "one spec at a time");
       spec_path = std::string(a);
     }
   }
-  if (spec_path.empty()) {
-    std::fprintf(stderr, "freezeframe plan: no spec file given\n%s", kUsage);
-    return 2;
-  }
+  if (spec_path.empty()) throw UsageError("no spec file given");
   EngineSpec spec = load_spec(spec_path);
   if (budget) {
     double fraction = 0;

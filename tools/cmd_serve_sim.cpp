@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "arguments.h"
+#include "freezeframe/core/device.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/runtime/graph_scope.h"
@@ -39,6 +40,8 @@ constexpr const char* kUsage =
 
 }  // namespace
 
+const std::string_view kServeSimUsage = kUsage;
+
 int run_serve_sim(Args args) {
   std::string spec_path, trace_path, backend;
   std::optional<std::int64_t> device_bytes;
@@ -48,7 +51,7 @@ int run_serve_sim(Args args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     auto value = [&] { return take_value(args, i); };
-    if (a == "-h" || a == "--help") {
+    if (is_help(a)) {
       std::printf("%s", kUsage);
       return 0;
     } else if (a == "--trace") {
@@ -58,27 +61,30 @@ int run_serve_sim(Args args) {
     } else if (a == "--time-scale") {
       trace_options.time_scale = parse_positive(a, value());
     } else if (a == "--max-requests") {
-      trace_options.max_requests = static_cast<std::size_t>(parse_positive(a, value()));
+      trace_options.max_requests = static_cast<std::size_t>(parse_count(a, value()));
     } else if (a == "--device-memory") {
       device_bytes = parse_size_arg(a, value());
     } else if (a == "--backend") {
       backend = std::string(value());
     } else if (a == "--step-ms") {
       serving.modelled_step_ms = parse_positive(a, value());
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "freezeframe serve-sim: unknown option '%.*s'\n%s", int(a.size()),
-                   a.data(), kUsage);
-      return 2;
+    } else if (a.empty() || a[0] == '-') {
+      refuse(a);
     } else {
-      FF_CHECK(spec_path.empty(), ErrorCode::kInvalidArgument, "one spec at a time");
+      // A second file is most likely the trace without its flag.
+      if (!spec_path.empty()) {
+        refuse(a, trace_path.empty() ? "--trace FILE is required: a trace goes after --trace"
+                                     : "one spec at a time");
+      }
       spec_path = std::string(a);
     }
   }
-  if (spec_path.empty() || trace_path.empty()) {
-    std::fprintf(stderr, "freezeframe serve-sim: needs a spec and --trace\n%s", kUsage);
-    return 2;
-  }
+  if (spec_path.empty()) throw UsageError("no spec file given");
+  if (trace_path.empty()) throw UsageError("--trace FILE is required: the request trace to replay");
 
+  // A GPU this build has no code for is refused before the spec, whose backends query the
+  // device; no GPU at all only where the engine is built, after the spec and the trace.
+  if (!schedule_only && has_gpu()) require_usable_gpu();
   EngineSpec spec = load_spec(spec_path);
   if (!backend.empty()) use_backend(spec, backend);
   const DeviceMemory device = device_memory(device_bytes);
@@ -91,6 +97,8 @@ int run_serve_sim(Args args) {
     dispatcher.emplace(effective_graph_mode(spec), spec.cuda_graphs.capture_sizes,
                        spec.scheduler.max_num_seqs);
   } else {
+    FF_CHECK(has_gpu(), ErrorCode::kUnsupported, "no GPU to run the steps on: ", gpu_status(),
+             "; --schedule-only replays the trace's schedule without one");
     EngineOptions options;
     options.device_memory = device.bytes;
     engine = std::make_unique<Engine>(spec, options);
@@ -100,8 +108,8 @@ int run_serve_sim(Args args) {
   const MemoryPlan& the_plan = engine ? engine->plan() : *plan;
   const Dispatcher& the_dispatcher = engine ? engine->dispatcher() : *dispatcher;
   const ServingReport r =
-      run_serving_loop(spec, static_cast<std::int32_t>(the_plan.kv_cache.num_blocks),
-                       the_dispatcher, trace, engine.get(), serving);
+      run_serving_loop(spec, the_plan.kv_cache.num_blocks, the_dispatcher, trace, engine.get(),
+                       serving);
 
   if (schedule_only) {
     std::printf("serve-sim (schedule only; each step modelled as %.1f ms)\n", serving.modelled_step_ms);
@@ -117,6 +125,14 @@ int run_serve_sim(Args args) {
   std::printf("finished %zu of %zu requests in %ld steps (%.1f s on the trace's clock, %.1f s in "
               "steps)\n",
               r.finished, r.requests, r.steps, r.seconds, r.busy_seconds);
+  const std::size_t refused = r.refused_prompt_too_long + r.refused_cache_too_small;
+  if (refused > 0 || r.outputs_cut > 0) {
+    std::printf("refused %zu: %zu with a prompt longer than scheduler.max_model_len (%lld), %zu "
+                "needing more KV blocks than the cache has; %zu outputs cut at max_model_len\n",
+                refused, r.refused_prompt_too_long,
+                static_cast<long long>(spec.scheduler.max_model_len), r.refused_cache_too_small,
+                r.outputs_cut);
+  }
   std::printf("tokens: %ld prefill, %ld decode; %.0f tokens/s while stepping\n", r.prefill_tokens,
               r.decode_tokens, r.tokens_per_second());
   const double total = std::max(1L, r.steps);
@@ -130,7 +146,8 @@ int run_serve_sim(Args args) {
     std::printf("step time: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.step_ms_p50,
                 r.step_ms_p99, r.step_ms_max);
   }
-  return r.finished == r.requests ? 0 : 1;
+  // Every request finished or was refused (and counted above).
+  return r.finished + refused == r.requests ? 0 : 1;
 }
 
 }  // namespace freezeframe::tools

@@ -1,5 +1,7 @@
 #pragma once
 // The subcommands of the freezeframe tool; each takes its own arguments and returns an exit code.
+// Each prints its usage for -h and --help; a mistake on its command line throws UsageError
+// (arguments.h), which the tool prints with that usage.
 
 #include <span>
 #include <string_view>
@@ -14,5 +16,12 @@ int run_capture(Args args);
 int run_demo(Args args);
 int run_plan(Args args);
 int run_serve_sim(Args args);
+
+extern const std::string_view kBackendsUsage;
+extern const std::string_view kBenchUsage;
+extern const std::string_view kCaptureUsage;
+extern const std::string_view kDemoUsage;
+extern const std::string_view kPlanUsage;
+extern const std::string_view kServeSimUsage;
 
 }  // namespace freezeframe::tools

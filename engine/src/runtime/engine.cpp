@@ -42,7 +42,7 @@ void check_supported(const EngineSpec& spec) {
 }  // namespace
 
 Engine::Engine(EngineSpec spec, EngineOptions options) {
-  FF_CHECK(has_gpu(), E::kUnsupported, "the engine needs a CUDA GPU: ", gpu_status());
+  require_usable_gpu();
   check_supported(spec);
   std::int64_t device_memory = options.device_memory;
   if (device_memory == 0) {

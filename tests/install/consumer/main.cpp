@@ -2,6 +2,10 @@
 #include <cstdio>
 
 #include "freezeframe/backends/registry.h"
+#include "freezeframe/engine.h"
+
+// The project sets no C++ standard: this one comes from freezeframe::engine.
+static_assert(__cplusplus >= 202002L, "freezeframe::engine must require C++20 of its users");
 
 int main() {
   for (const auto& name : freezeframe::BackendRegistry::global().names()) {

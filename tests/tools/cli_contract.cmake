@@ -1,0 +1,105 @@
+# The command-line contract of the freezeframe tool, on the built binary, with or without a GPU:
+# --help and -h on every command print its usage on stdout and exit 0; an unknown option or an
+# extra argument is refused with the usage on stderr and exit 2; an error exits 1 and names no
+# source file unless --verbose; and serve-sim says what it is missing.
+# Usage: cmake -DFREEZEFRAME=<tool> -DSOURCE_DIR=<checkout> -DWORK_DIR=<scratch>
+#              -P cli_contract.cmake
+
+set(commands backends bench capture demo plan serve-sim)
+set(spec ${SOURCE_DIR}/configs/llama-3.1-8b.yaml)
+set(tiny ${SOURCE_DIR}/examples/tiny.yaml)
+file(MAKE_DIRECTORY ${WORK_DIR})
+set(trace ${WORK_DIR}/two_requests.csv)
+file(WRITE ${trace} "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                    "2023-11-16 18:17:03.0000000,40,4\n2023-11-16 18:17:03.5000000,20,3\n")
+
+# check(RC <code> ARGS <args...> [OUT <text>...] [ERR <text>...] [NOT_ERR <text>...])
+# Runs the tool; the exit code must be <code>, stdout hold every OUT text, stderr every ERR
+# text and none of NOT_ERR (plain substrings). No stderr may say "internal error".
+function(check)
+  cmake_parse_arguments(ARG "" "RC" "ARGS;OUT;ERR;NOT_ERR" ${ARGN})
+  execute_process(COMMAND ${FREEZEFRAME} ${ARG_ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  string(REPLACE ";" " " shown "freezeframe ${ARG_ARGS}")
+  set(problems "")
+  if(NOT rc STREQUAL ARG_RC)
+    string(APPEND problems "exit code ${rc}, expected ${ARG_RC}; ")
+  endif()
+  foreach(text ${ARG_OUT})
+    string(FIND "${out}" "${text}" at)
+    if(at EQUAL -1)
+      string(APPEND problems "stdout lacks '${text}'; ")
+    endif()
+  endforeach()
+  foreach(text ${ARG_ERR})
+    string(FIND "${err}" "${text}" at)
+    if(at EQUAL -1)
+      string(APPEND problems "stderr lacks '${text}'; ")
+    endif()
+  endforeach()
+  foreach(text ${ARG_NOT_ERR} "internal error")
+    string(FIND "${err}" "${text}" at)
+    if(NOT at EQUAL -1)
+      string(APPEND problems "stderr has '${text}'; ")
+    endif()
+  endforeach()
+  if(problems)
+    message(SEND_ERROR "${shown}: ${problems}\nstdout:\n${out}\nstderr:\n${err}")
+  else()
+    message(STATUS "ok: ${shown} (exit ${rc})")
+  endif()
+endfunction()
+
+check(RC 0 ARGS --help OUT "usage: freezeframe [--verbose] <command>" "serve-sim")
+check(RC 2 ARGS ERR "usage: freezeframe")
+check(RC 2 ARGS no-such-command ERR "unknown command 'no-such-command'")
+
+foreach(command ${commands})
+  foreach(help --help -h)
+    check(RC 0 ARGS ${command} ${help} OUT "usage: freezeframe ${command}")
+  endforeach()
+  check(RC 2 ARGS ${command} --no-such-option
+        ERR "freezeframe ${command}: unknown option '--no-such-option'"
+            "usage: freezeframe ${command}")
+endforeach()
+# One positional argument too many: none for these, one spec for the others.
+foreach(command backends demo)
+  check(RC 2 ARGS ${command} extra
+        ERR "unexpected argument 'extra'" "usage: freezeframe ${command}")
+endforeach()
+foreach(command bench capture plan)
+  check(RC 2 ARGS ${command} ${spec} ${spec}
+        ERR "one spec at a time" "usage: freezeframe ${command}")
+  check(RC 2 ARGS ${command} ERR "no spec file given" "usage: freezeframe ${command}")
+endforeach()
+
+# Malformed values are usage errors too.
+check(RC 2 ARGS plan ${spec} --device-memory ERR "--device-memory needs a value")
+check(RC 2 ARGS plan ${spec} --device-memory 80parsecs ERR "'80parsecs' is not a size")
+check(RC 2 ARGS bench ${spec} --context 1e12 ERR "--context: '1e12' is not a whole number")
+
+# An error: its code and message, the source location only with --verbose.
+check(RC 1 ARGS plan missing.yaml
+      ERR "freezeframe plan: not found: cannot read spec file 'missing.yaml'" NOT_ERR ".cpp")
+check(RC 1 ARGS --verbose plan missing.yaml ERR "cannot read spec file 'missing.yaml'" ".cpp:")
+check(RC 0 ARGS plan ${tiny} --device-memory 2GiB OUT "kv cache:")
+
+# serve-sim: the trace is given with --trace; without a GPU it points at --schedule-only.
+check(RC 2 ARGS serve-sim ${tiny} ERR "--trace FILE is required")
+check(RC 2 ARGS serve-sim ${tiny} ${trace} ERR "--trace FILE is required")
+check(RC 0 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --device-memory 2GiB
+      OUT "finished 2 of 2 requests")
+
+# Without a GPU (demo says so), the GPU commands refuse with the probe's reason, cleanly.
+execute_process(COMMAND ${FREEZEFRAME} demo RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+if(out MATCHES "no GPU: ([^\n]*)")
+  set(reason "${CMAKE_MATCH_1}")
+  message(STATUS "no GPU here: ${reason}")
+  check(RC 0 ARGS demo OUT "ran the host reference only")
+  check(RC 1 ARGS serve-sim ${tiny} --trace ${trace} --device-memory 2GiB
+        ERR "no GPU" "--schedule-only" "${reason}" NOT_ERR ".cpp")
+  foreach(command capture bench)
+    check(RC 1 ARGS ${command} ${tiny} ERR "freezeframe ${command}: unsupported: ${reason}"
+          NOT_ERR ".cpp")
+  endforeach()
+endif()
