@@ -74,12 +74,18 @@ class PagedDecodeImpl final : public AttentionImpl {
       : AttentionImpl(params, dcp),
         heads_per_cta_(heads_per_cta(params.num_heads / params.num_kv_heads)),
         policy_(DecodeSplitPolicy::for_current_device()) {
-    // The split count (and so the workspace) follows this kernel's occupancy: read it once
-    // here, so that planning and every forward agree. f16 and bf16 queries compile alike.
+    // The split count follows this kernel's occupancy: read it once here, so that every
+    // forward agrees (the workspace is sized for any occupancy). f16 and bf16 queries compile
+    // alike. A GPU the build has no code for answers with an error: the impl is still made
+    // (spec validation makes one), and the engine refuses such a GPU before it runs anything.
     if (has_gpu()) {
       const DType kv = params.kv_cache_dtype;
-      policy_.resident_ctas_per_sm = paged_decode::resident_ctas_per_sm(
-          kv == DType::kF16 ? DType::kF16 : DType::kBF16, kv, params.head_size, heads_per_cta_);
+      try {
+        policy_.resident_ctas_per_sm = paged_decode::resident_ctas_per_sm(
+            kv == DType::kF16 ? DType::kF16 : DType::kBF16, kv, params.head_size, heads_per_cta_);
+      } catch (const Error&) {
+        (void)cudaGetLastError();
+      }
     }
   }
 
