@@ -51,7 +51,8 @@ void fill_random(void* device, std::size_t bytes, ff::DType dtype, std::mt19937&
   std::vector<std::uint8_t> host(std::min(bytes, kChunk));
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const std::size_t elem = ff::size_of(dtype);
-  for (std::size_t i = 0; i + elem <= host.size(); i += elem) ff::store_from_float(&host[i], dtype, normal(rng));
+  for (std::size_t i = 0; i + elem <= host.size(); i += elem)
+    ff::store_from_float(&host[i], dtype, normal(rng));
   for (std::size_t at = 0; at < bytes; at += host.size()) {
     FF_CUDA_CHECK(cudaMemcpy(static_cast<std::uint8_t*>(device) + at, host.data(),
                              std::min(host.size(), bytes - at), cudaMemcpyHostToDevice));
@@ -68,8 +69,10 @@ Result run(const Config& c, int iterations, std::mt19937& rng) {
   params.kv_cache_dtype = c.cache_dtype;
   auto impl = backend.make_impl(params);
 
-  const double kv_bytes = double(c.batch) * c.context * c.kv_heads * c.head_size * 2 * ff::size_of(c.cache_dtype);
-  const int copies = static_cast<int>(std::max<double>(1.0, std::ceil(double(kL2Defeat) / kv_bytes)));
+  const double kv_bytes =
+      double(c.batch) * c.context * c.kv_heads * c.head_size * 2 * ff::size_of(c.cache_dtype);
+  const int copies =
+      static_cast<int>(std::max<double>(1.0, std::ceil(double(kL2Defeat) / kv_bytes)));
   // One pool holds every copy; each copy's batch uses its own blocks.
   std::vector<ff::SyntheticBatch> batches;
   int num_blocks = 0;
@@ -88,10 +91,12 @@ Result run(const Config& c, int iterations, std::mt19937& rng) {
   const ff::BatchLimits limits = batches.front().limits();
 
   ff::Stream stream = ff::Stream::create();
-  const std::int64_t cache_bytes = ff::kv_cache_bytes(backend, num_blocks, c.block_size, c.kv_heads, c.head_size, c.cache_dtype);
+  const std::int64_t cache_bytes =
+      ff::kv_cache_bytes(backend, num_blocks, c.block_size, c.kv_heads, c.head_size, c.cache_dtype);
   ff::DeviceBuffer cache(cache_bytes);
   fill_random(cache.data(), cache_bytes, c.cache_dtype, rng);
-  const ff::TensorView kv = ff::kv_cache_view(backend, cache.data(), ff::Device::cuda(), num_blocks, c.block_size, c.kv_heads, c.head_size, c.cache_dtype);
+  const ff::TensorView kv = ff::kv_cache_view(backend, cache.data(), ff::Device::cuda(), num_blocks,
+                                              c.block_size, c.kv_heads, c.head_size, c.cache_dtype);
 
   const ff::DType dtype = ff::DType::kBF16;
   const std::int64_t rows = c.batch;
@@ -108,7 +113,8 @@ Result run(const Config& c, int iterations, std::mt19937& rng) {
   ff::AttentionLayer layer;
   layer.name = "bench";
   layer.k_scale = layer.v_scale = ff::is_fp8(c.cache_dtype) ? 0.05f : 1.0f;
-  layer.workspace = ff::TensorView(workspace.data(), ff::DType::kU8, {std::int64_t(workspace.bytes())}, ff::Device::cuda());
+  layer.workspace = ff::TensorView(workspace.data(), ff::DType::kU8,
+                                   {std::int64_t(workspace.bytes())}, ff::Device::cuda());
 
   std::vector<std::unique_ptr<ff::MetadataBuilder>> builders;
   std::vector<const ff::AttentionMetadata*> metadata;
@@ -118,7 +124,9 @@ Result run(const Config& c, int iterations, std::mt19937& rng) {
   }
   stream.synchronize();
 
-  auto forward = [&](int i) { impl->forward(layer, qv, kv_new, vv_new, kv, *metadata[i % copies], ov, stream.get()); };
+  auto forward = [&](int i) {
+    impl->forward(layer, qv, kv_new, vv_new, kv, *metadata[i % copies], ov, stream.get());
+  };
   for (int i = 0; i < 3 + copies; ++i) forward(i);
   std::vector<ff::Event> starts, stops;
   for (int i = 0; i < iterations; ++i) {
@@ -150,7 +158,8 @@ double copy_bandwidth_tbs() {
   for (int i = 0; i < 13; ++i) {
     ff::Event start(true), stop(true);
     start.record(stream.get());
-    FF_CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), kBytes, cudaMemcpyDeviceToDevice, stream.get()));
+    FF_CUDA_CHECK(
+        cudaMemcpyAsync(b.data(), a.data(), kBytes, cudaMemcpyDeviceToDevice, stream.get()));
     stop.record(stream.get());
     stop.synchronize();
     if (i >= 3) ms.push_back(stop.elapsed_ms_since(start));
@@ -184,12 +193,15 @@ int main(int argc, char** argv) {
   try {
     std::vector<Config> configs;
     for (int batch : {1, 8, 64, 256}) {
-      for (int context : {512, 4096, 32768}) configs.push_back({batch, context, 32, 8, 128, 16, ff::DType::kBF16});
+      for (int context : {512, 4096, 32768})
+        configs.push_back({batch, context, 32, 8, 128, 16, ff::DType::kBF16});
     }
     for (int batch : {8, 64}) {
-      for (int context : {4096, 32768}) configs.push_back({batch, context, 32, 8, 128, 16, ff::DType::kFp8E4M3});
+      for (int context : {4096, 32768})
+        configs.push_back({batch, context, 32, 8, 128, 16, ff::DType::kFp8E4M3});
     }
-    for (int head_size : {64, 256}) configs.push_back({64, 4096, 32, 8, head_size, 16, ff::DType::kBF16});
+    for (int head_size : {64, 256})
+      configs.push_back({64, 4096, 32, 8, head_size, 16, ff::DType::kBF16});
     configs.push_back({64, 4096, 32, 8, 128, 32, ff::DType::kBF16});
     configs.push_back({64, 4096, 32, 8, 128, 64, ff::DType::kBF16});
     if (only_batch > 0) {
@@ -200,25 +212,30 @@ int main(int argc, char** argv) {
 
     std::mt19937 rng(42);
     const double copy_tbs = copy_bandwidth_tbs();
-    std::printf("device: %s; device-to-device copy %.2f TB/s (read + write)\n", ff::gpu_status().c_str(), copy_tbs);
-    std::printf("%6s %8s %6s %5s %5s %-9s %10s %10s %8s\n", "batch", "context", "heads", "head", "block",
-                "kv", "median_us", "KV_TB/s", "of_copy");
+    std::printf("device: %s; device-to-device copy %.2f TB/s (read + write)\n",
+                ff::gpu_status().c_str(), copy_tbs);
+    std::printf("%6s %8s %6s %5s %5s %-9s %10s %10s %8s\n", "batch", "context", "heads", "head",
+                "block", "kv", "median_us", "KV_TB/s", "of_copy");
     std::FILE* json = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
     for (const Config& c : configs) {
       const Result r = run(c, quick ? 10 : 50, rng);
       const double tbs = r.kv_bytes / (r.median_us * 1e-6) / 1e12;
-      std::printf("%6d %8d %3d/%-2d %5d %5d %-9s %10.1f %10.2f %7.0f%%\n", c.batch, c.context, c.heads, c.kv_heads,
-                  c.head_size, c.block_size, std::string(ff::name_of(c.cache_dtype)).c_str(), r.median_us, tbs,
+      std::printf("%6d %8d %3d/%-2d %5d %5d %-9s %10.1f %10.2f %7.0f%%\n", c.batch, c.context,
+                  c.heads, c.kv_heads, c.head_size, c.block_size,
+                  std::string(ff::name_of(c.cache_dtype)).c_str(), r.median_us, tbs,
                   100.0 * tbs / copy_tbs);
       std::fflush(stdout);
       if (json != nullptr) {
-        std::fprintf(json,
-                     "{\"backend\": \"paged_decode\", \"batch\": %d, \"context\": %d, \"heads\": %d, \"kv_heads\": %d, "
-                     "\"head_size\": %d, \"block_size\": %d, \"kv_dtype\": \"%s\", \"median_us\": %.2f, \"min_us\": %.2f, "
-                     "\"kv_bytes\": %.0f, \"kv_tbs\": %.4f, \"copy_tbs\": %.4f, \"l2_rotation\": %d}\n",
-                     c.batch, c.context, c.heads, c.kv_heads, c.head_size, c.block_size,
-                     std::string(ff::name_of(c.cache_dtype)).c_str(), r.median_us, r.min_us, r.kv_bytes, tbs, copy_tbs,
-                     r.copies);
+        std::fprintf(
+            json,
+            "{\"backend\": \"paged_decode\", \"batch\": %d, \"context\": %d, \"heads\": %d, "
+            "\"kv_heads\": %d, "
+            "\"head_size\": %d, \"block_size\": %d, \"kv_dtype\": \"%s\", \"median_us\": %.2f, "
+            "\"min_us\": %.2f, "
+            "\"kv_bytes\": %.0f, \"kv_tbs\": %.4f, \"copy_tbs\": %.4f, \"l2_rotation\": %d}\n",
+            c.batch, c.context, c.heads, c.kv_heads, c.head_size, c.block_size,
+            std::string(ff::name_of(c.cache_dtype)).c_str(), r.median_us, r.min_us, r.kv_bytes, tbs,
+            copy_tbs, r.copies);
       }
     }
     if (json != nullptr) std::fclose(json);

@@ -19,18 +19,20 @@
 
 namespace {
 
-#define CHECK(x)                                                                  \
-  do {                                                                            \
-    const auto status_ = (x);                                                     \
-    if (status_ != 0) {                                                           \
-      std::fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x,     \
-                   static_cast<int>(status_));                                    \
-      std::exit(1);                                                               \
-    }                                                                             \
+#define CHECK(x)                                                              \
+  do {                                                                        \
+    const auto status_ = (x);                                                 \
+    if (status_ != 0) {                                                       \
+      std::fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x, \
+                   static_cast<int>(status_));                                \
+      std::exit(1);                                                           \
+    }                                                                         \
   } while (0)
 
 __global__ void add_one(float* p) { p[threadIdx.x] += 1.0f; }
-struct KiB { float values[256]; };
+struct KiB {
+  float values[256];
+};
 __global__ void add_param(float* p, KiB k) { p[threadIdx.x] += k.values[threadIdx.x]; }
 
 std::size_t free_bytes() {
@@ -70,8 +72,8 @@ int main() {
   CHECK(cudaMalloc(&c, 512 * 4096 * 2));
   const float one = 1.0f, zero = 0.0f;
   auto gemm = [&](int m) {  // a decode-step projection: [m, 4096] × [4096, 4096]ᵀ
-    CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, 4096, m, 4096, &one, a, CUDA_R_16BF, 4096,
-                       b, CUDA_R_16BF, 4096, &zero, c, CUDA_R_16BF, 4096, CUBLAS_COMPUTE_32F,
+    CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, 4096, m, 4096, &one, a, CUDA_R_16BF, 4096, b,
+                       CUDA_R_16BF, 4096, &zero, c, CUDA_R_16BF, 4096, CUBLAS_COMPUTE_32F,
                        CUBLAS_GEMM_DEFAULT));
   };
   for (const int m : {1, 64, 256}) gemm(m);  // cuBLAS's lazy set-up, outside the captures
@@ -97,8 +99,12 @@ int main() {
     CHECK(cudaGraphDestroy(graph));
   };
   measure("1 kernel", 512, [&] { add_one<<<1, 32, 0, stream>>>(data); });
-  measure("16 kernels", 256, [&] { for (int i = 0; i < 16; ++i) add_one<<<1, 32, 0, stream>>>(data); });
-  measure("256 kernels", 64, [&] { for (int i = 0; i < 256; ++i) add_one<<<1, 32, 0, stream>>>(data); });
+  measure("16 kernels", 256, [&] {
+    for (int i = 0; i < 16; ++i) add_one<<<1, 32, 0, stream>>>(data);
+  });
+  measure("256 kernels", 64, [&] {
+    for (int i = 0; i < 256; ++i) add_one<<<1, 32, 0, stream>>>(data);
+  });
   measure("256 kernels, 1 KiB params", 64, [&] {
     const KiB k{};
     for (int i = 0; i < 256; ++i) add_param<<<1, 32, 0, stream>>>(data, k);
@@ -106,7 +112,9 @@ int main() {
   for (const int m : {1, 64, 256}) {
     char name[64];
     std::snprintf(name, sizeof name, "64 cuBLAS GEMMs, M = %d", m);
-    measure(name, 64, [&] { for (int i = 0; i < 64; ++i) gemm(m); });
+    measure(name, 64, [&] {
+      for (int i = 0; i < 64; ++i) gemm(m);
+    });
   }
   measure("64 memsets", 64, [&] {
     for (int i = 0; i < 64; ++i) CHECK(cudaMemsetAsync(data, 0, 4096, stream));
@@ -115,8 +123,12 @@ int main() {
   // Updating one executable between two graphs of the same shape (other grids and values).
   std::printf("\n%6s %14s %22s\n", "nodes", "update us", "update + launch us");
   for (const int n : {13, 40, 455}) {
-    cudaGraph_t g1 = capture(stream, [&] { for (int i = 0; i < n; ++i) add_one<<<1, 32, 0, stream>>>(data); });
-    cudaGraph_t g2 = capture(stream, [&] { for (int i = 0; i < n; ++i) add_one<<<2, 32, 0, stream>>>(data + 4096); });
+    cudaGraph_t g1 = capture(stream, [&] {
+      for (int i = 0; i < n; ++i) add_one<<<1, 32, 0, stream>>>(data);
+    });
+    cudaGraph_t g2 = capture(stream, [&] {
+      for (int i = 0; i < n; ++i) add_one<<<2, 32, 0, stream>>>(data + 4096);
+    });
     cudaGraphExec_t exec;
     CHECK(cudaGraphInstantiate(&exec, g1, 0));
     CHECK(cudaGraphUpload(exec, stream));

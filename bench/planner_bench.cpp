@@ -7,8 +7,8 @@
 // Random sets: n tensors over n program steps; each starts at a uniform step, lives for a
 // geometric number of steps (mean 16, at least one), and has a log-uniform size between 1 KiB
 // and 16 MiB. The figure per size is over several seeds (median ratio, worst ratio, median
-// time; peak and lower bound are seed 1's). Times are the median of repeated runs of pack_lifetimes alone (the lower bound
-// included, the program and the random set excluded).
+// time; peak and lower bound are seed 1's). Times are the median of repeated runs of pack_lifetimes
+// alone (the lower bound included, the program and the random set excluded).
 
 #include <algorithm>
 #include <chrono>
@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "freezeframe/engine/plan/memory_planner.h"
 #include "freezeframe/engine/model/model_program.h"
+#include "freezeframe/engine/plan/memory_planner.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/memory/lifetime_packer.h"
 
@@ -76,8 +76,8 @@ void row(const std::string& name, int tensors, double ratio, double worst, doubl
                 "{\"set\": \"%s\", \"tensors\": %d, \"peak_bytes\": %lld, "
                 "\"lower_bound_bytes\": %lld, \"ratio\": %.6f, \"worst_ratio\": %.6f, "
                 "\"median_ms\": %.4f}",
-                name.c_str(), tensors, static_cast<long long>(peak),
-                static_cast<long long>(bound), ratio, worst, millis);
+                name.c_str(), tensors, static_cast<long long>(peak), static_cast<long long>(bound),
+                ratio, worst, millis);
   (g_json += g_json.empty() ? "" : ", ") += std::string(json);
 }
 
@@ -105,8 +105,8 @@ int main(int argc, char** argv) {
   }
 
   std::vector<std::pair<std::string, double>> plan_ms;
-  std::printf("%-26s %8s %14s %14s %8s %8s %10s\n", "set", "tensors", "peak bytes",
-              "lower bound", "peak/lb", "worst", "median ms");
+  std::printf("%-26s %8s %14s %14s %8s %8s %10s\n", "set", "tensors", "peak bytes", "lower bound",
+              "peak/lb", "worst", "median ms");
   for (const std::string& path : specs) {
     const ff::EngineSpec spec = ff::load_spec(path);
     const ff::ModelProgram program = ff::build_model_program(spec);
@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
       const ff::MemoryPlan plan = ff::plan_memory(spec, std::int64_t(141) << 30);
       const auto end = std::chrono::steady_clock::now();
       plan_times.push_back(std::chrono::duration<double, std::milli>(end - start).count());
-      if (plan.kv_cache.num_blocks <= 0) std::printf("warning: %s plans no KV blocks\n", path.c_str());
+      if (plan.kv_cache.num_blocks <= 0)
+        std::printf("warning: %s plans no KV blocks\n", path.c_str());
     }
     std::sort(plan_times.begin(), plan_times.end());
     plan_ms.emplace_back(spec.model.name, plan_times[plan_times.size() / 2]);

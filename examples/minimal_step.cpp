@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   try {
     freezeframe::Engine engine(freezeframe::load_spec(argv[1]));
     const auto& report = engine.capture_report();
-    std::printf("engine ready: %d graphs captured in %.0f ms\n", engine.num_graphs(), report.total_ms);
+    std::printf("engine ready: %d graphs captured in %.0f ms\n", engine.num_graphs(),
+                report.total_ms);
 
     // One request: its KV blocks (any free ids of the pool; a server's block pool hands them
     // out) and its tokens so far.
@@ -49,7 +50,8 @@ int main(int argc, char** argv) {
       engine.synchronize();
       FF_CUDA_CHECK(cudaMemcpy(logits.data(), result.logits.data(), logits.size() * sizeof(float),
                                cudaMemcpyDeviceToHost));
-      const auto next = static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      const auto next = static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) -
+                                                  logits.begin());
       std::printf("step %d: %s of %d tokens ran %s (%s), next token %d\n", step,
                   prefill ? "prefill" : "decode", query_len,
                   std::string(freezeframe::to_string(result.mode)).c_str(),

@@ -11,9 +11,9 @@
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/runtime/engine.h"
+#include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/serving/request_trace.h"
 #include "freezeframe/serving/serving_loop.h"
-#include "freezeframe/engine/spec/spec.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
     std::printf("%zu of %zu requests in %ld steps; %.0f tokens/s while stepping\n", r.finished,
                 r.requests, r.steps, r.tokens_per_second());
     std::printf("graph hit rate: full %ld, piecewise %ld, eager %ld steps; padding waste %.1f%%\n",
-                r.steps_by_mode[2], r.steps_by_mode[1], r.steps_by_mode[0], 100.0 * r.padding_waste());
+                r.steps_by_mode[2], r.steps_by_mode[1], r.steps_by_mode[0],
+                100.0 * r.padding_waste());
     std::printf("step time: p50 %.2f ms, p99 %.2f ms\n", r.step_ms_p50, r.step_ms_p99);
     return r.finished == r.requests ? 0 : 1;
   } catch (const freezeframe::Error& e) {

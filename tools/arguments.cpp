@@ -57,7 +57,8 @@ std::int64_t parse_count(std::string_view flag, std::string_view text, std::int6
 std::int64_t parse_size_arg(std::string_view flag, std::string_view text) {
   const auto bytes = parse_byte_size(text);
   if (!bytes || *bytes <= 0) {
-    throw UsageError(detail::concat(flag, ": '", text, "' is not a size; write e.g. 141GiB, "
+    throw UsageError(detail::concat(flag, ": '", text,
+                                    "' is not a size; write e.g. 141GiB, "
                                     "80GB, 512MiB or a number of bytes"));
   }
   return *bytes;
@@ -83,8 +84,9 @@ std::string json_escape(std::string_view s) {
 void use_backend(EngineSpec& spec, std::string_view backend) {
   const AttentionBackend& b = find_backend(backend);
   FF_CHECK(b.is_mla() == spec.model.is_mla(), ErrorCode::kInvalidArgument, "--backend ", backend,
-           ": ", spec.model.is_mla() ? "an MLA model needs an MLA backend"
-                                     : "an MLA backend cannot run this model's attention");
+           ": ",
+           spec.model.is_mla() ? "an MLA model needs an MLA backend"
+                               : "an MLA backend cannot run this model's attention");
   for (LayerSpec& layer : spec.model.layers) layer.backend = std::string(backend);
 }
 

@@ -83,7 +83,7 @@ constexpr const char* kHostConditionNames[kHostConditions] = {"after sync", "war
 
 struct Row {
   int batch = 0;
-  double ms[3] = {0, 0, 0};  // by RuntimeMode; 0 = not run
+  double ms[3] = {0, 0, 0};              // by RuntimeMode; 0 = not run
   double host_us[kHostConditions] = {};  // by HostCondition
   StepHostTimes host[kHostConditions];
   std::string breakdown;
@@ -134,7 +134,8 @@ StepHostTimes host_times(Engine& engine, const StepBatch& batch, HostCondition c
     }
     const auto t0 = std::chrono::steady_clock::now();
     const StepResult r = engine.step(batch);
-    total.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    total.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     validate.push_back(r.host.validate_us);
     upload.push_back(r.host.upload_us);
     launch.push_back(r.host.launch_us);
@@ -149,12 +150,14 @@ std::string breakdown(Engine& engine, const StepBatch& batch) {
   std::vector<std::pair<std::string, double>> by_kind;
   double total = 0;
   for (const OpTime& op : engine.profile_ops(batch)) {
-    auto it = std::find_if(by_kind.begin(), by_kind.end(), [&](const auto& k) { return k.first == op.name; });
+    auto it = std::find_if(by_kind.begin(), by_kind.end(),
+                           [&](const auto& k) { return k.first == op.name; });
     if (it == by_kind.end()) it = by_kind.insert(by_kind.end(), {op.name, 0.0});
     it->second += op.ms;
     total += op.ms;
   }
-  std::sort(by_kind.begin(), by_kind.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::sort(by_kind.begin(), by_kind.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3f ms:", total);
   std::string out = buf;
@@ -214,11 +217,12 @@ int run_bench(Args args) {
               engine.spec().model.layers.front().backend.c_str(), context, iterations,
               int(to_string(engine.dispatcher().mode()).size()),
               to_string(engine.dispatcher().mode()).data());
-  std::printf("capture: %zu descriptors, %d graphs on %d executables in %.1f ms (warm-up %.1f ms "
-              "of it); graph memory %.2f MiB (kernels loaded by the warm-up: %.2f MiB)\n",
-              report.captured.size(), engine.num_graphs(), engine.num_executables(),
-              report.total_ms, report.warmup_ms,
-              report.graph_device_bytes / 1048576.0, report.warmup_device_bytes / 1048576.0);
+  std::printf(
+      "capture: %zu descriptors, %d graphs on %d executables in %.1f ms (warm-up %.1f ms "
+      "of it); graph memory %.2f MiB (kernels loaded by the warm-up: %.2f MiB)\n",
+      report.captured.size(), engine.num_graphs(), engine.num_executables(), report.total_ms,
+      report.warmup_ms, report.graph_device_bytes / 1048576.0,
+      report.warmup_device_bytes / 1048576.0);
   std::printf("%6s %10s %13s %9s %14s %16s\n", "batch", "eager ms", "piecewise ms", "full ms",
               "host us/step", "weights TB/s");
   std::mt19937 rng(1);
@@ -237,7 +241,9 @@ int run_bench(Args args) {
       row.host[c] = host_times(engine, decode.batch, HostCondition(c), iterations, &row.host_us[c]);
     }
     row.breakdown = breakdown(engine, decode.batch);
-    auto cell = [](double ms) { return ms > 0 ? std::to_string(ms).substr(0, 6) : std::string("-"); };
+    auto cell = [](double ms) {
+      return ms > 0 ? std::to_string(ms).substr(0, 6) : std::string("-");
+    };
     const double best = row.ms[int(RuntimeMode::kFull)] > 0 ? row.ms[int(RuntimeMode::kFull)]
                                                             : row.ms[int(RuntimeMode::kPiecewise)];
     std::printf("%6d %10s %13s %9s %14.1f %16.2f\n", b, cell(row.ms[0]).c_str(),
@@ -257,22 +263,25 @@ int run_bench(Args args) {
   for (const Row& r : rows) std::printf("%6d %s\n", r.batch, r.breakdown.c_str());
   if (!common.json_path.empty()) {
     std::ofstream out(common.json_path);
-    FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", common.json_path, "'");
+    FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", common.json_path,
+             "'");
     out << "{\n  \"spec\": \"" << json_escape(engine.spec().source) << "\",\n  \"backend\": \""
-        << json_escape(engine.spec().model.layers.front().backend) << "\",\n  \"context\": "
-        << context << ",\n  \"iterations\": " << iterations << ",\n  \"capture_total_ms\": "
-        << report.total_ms << ",\n  \"graphs\": " << engine.num_graphs()
+        << json_escape(engine.spec().model.layers.front().backend)
+        << "\",\n  \"context\": " << context << ",\n  \"iterations\": " << iterations
+        << ",\n  \"capture_total_ms\": " << report.total_ms
+        << ",\n  \"graphs\": " << engine.num_graphs()
         << ",\n  \"executables\": " << engine.num_executables()
         << ",\n  \"graph_device_bytes\": " << report.graph_device_bytes
         << ",\n  \"warmup_device_bytes\": " << report.warmup_device_bytes
-        << ",\n  \"warmup_ms\": " << report.warmup_ms
-        << ",\n  \"weight_bytes\": " << weight_bytes << ",\n  \"results\": [";
+        << ",\n  \"warmup_ms\": " << report.warmup_ms << ",\n  \"weight_bytes\": " << weight_bytes
+        << ",\n  \"results\": [";
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
-      out << (i ? ",\n    " : "\n    ") << "{\"batch\": " << r.batch << ", \"eager_ms\": "
-          << r.ms[0] << ", \"piecewise_ms\": " << r.ms[1] << ", \"full_ms\": " << r.ms[2]
-          << ", \"host_us_per_step\": " << r.host_us[0] << ", \"host_validate_us\": "
-          << r.host[0].validate_us << ", \"host_upload_us\": " << r.host[0].upload_us
+      out << (i ? ",\n    " : "\n    ") << "{\"batch\": " << r.batch
+          << ", \"eager_ms\": " << r.ms[0] << ", \"piecewise_ms\": " << r.ms[1]
+          << ", \"full_ms\": " << r.ms[2] << ", \"host_us_per_step\": " << r.host_us[0]
+          << ", \"host_validate_us\": " << r.host[0].validate_us
+          << ", \"host_upload_us\": " << r.host[0].upload_us
           << ", \"host_launch_us\": " << r.host[0].launch_us
           << ", \"host_us_warm\": " << r.host_us[int(HostCondition::kWarm)]
           << ", \"host_us_gpu_busy\": " << r.host_us[int(HostCondition::kGpuBusy)]

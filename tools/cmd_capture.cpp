@@ -78,31 +78,35 @@ int run_capture(Args args) {
     instantiate_ms += c.instantiate_ms;
     nodes += c.nodes;
   }
-  std::printf("total: %zu descriptors, %d graphs on %d executables, %zu nodes; capture %.1f ms"
-              " + instantiate %.1f ms + warm-up %.1f ms = %.1f ms of %.1f ms wall\n",
-              report.captured.size(), engine.num_graphs(), engine.num_executables(), nodes,
-              capture_ms, instantiate_ms,
-              report.warmup_ms, capture_ms + instantiate_ms + report.warmup_ms, report.total_ms);
-  std::printf("graph memory: %.2f MiB (free device memory after warm-up minus after capture); "
-              "the warm-up loaded %.2f MiB of kernels\n",
-              report.graph_device_bytes / 1048576.0, report.warmup_device_bytes / 1048576.0);
+  std::printf(
+      "total: %zu descriptors, %d graphs on %d executables, %zu nodes; capture %.1f ms"
+      " + instantiate %.1f ms + warm-up %.1f ms = %.1f ms of %.1f ms wall\n",
+      report.captured.size(), engine.num_graphs(), engine.num_executables(), nodes, capture_ms,
+      instantiate_ms, report.warmup_ms, capture_ms + instantiate_ms + report.warmup_ms,
+      report.total_ms);
+  std::printf(
+      "graph memory: %.2f MiB (free device memory after warm-up minus after capture); "
+      "the warm-up loaded %.2f MiB of kernels\n",
+      report.graph_device_bytes / 1048576.0, report.warmup_device_bytes / 1048576.0);
   // Why piecewise graphs did not join an executable of their group (other shapes), most
   // frequent first.
   std::vector<std::pair<int, std::string>> refused;
   for (const auto& [why, count] : report.refused_updates) refused.emplace_back(count, why);
   std::sort(refused.rbegin(), refused.rend());
   for (std::size_t i = 0; i < refused.size() && i < 24; ++i) {
-    std::printf("executable update refused %6d x: %s\n", refused[i].first, refused[i].second.c_str());
+    std::printf("executable update refused %6d x: %s\n", refused[i].first,
+                refused[i].second.c_str());
   }
 
   if (!common.json_path.empty()) {
     std::ofstream out(common.json_path);
-    FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", common.json_path, "'");
+    FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", common.json_path,
+             "'");
     out << "{\n  \"spec\": \"" << json_escape(engine.spec().source) << "\",\n  \"mode\": \""
         << to_string(engine.dispatcher().mode()) << "\",\n  \"graphs\": " << engine.num_graphs()
-        << ",\n  \"executables\": " << engine.num_executables() << ",\n  \"nodes\": " << nodes << ",\n  \"capture_ms\": " << capture_ms
-        << ",\n  \"instantiate_ms\": " << instantiate_ms << ",\n  \"warmup_ms\": "
-        << report.warmup_ms << ",\n  \"total_ms\": " << report.total_ms
+        << ",\n  \"executables\": " << engine.num_executables() << ",\n  \"nodes\": " << nodes
+        << ",\n  \"capture_ms\": " << capture_ms << ",\n  \"instantiate_ms\": " << instantiate_ms
+        << ",\n  \"warmup_ms\": " << report.warmup_ms << ",\n  \"total_ms\": " << report.total_ms
         << ",\n  \"graph_device_bytes\": " << report.graph_device_bytes
         << ",\n  \"warmup_device_bytes\": " << report.warmup_device_bytes << ",\n  \"captured\": [";
     for (std::size_t i = 0; i < report.captured.size(); ++i) {
@@ -110,8 +114,8 @@ int run_capture(Args args) {
       out << (i ? ",\n    " : "\n    ") << "{\"descriptor\": \"" << c.descriptor.describe()
           << "\", \"mode\": \"" << to_string(c.mode) << "\", \"graphs\": " << c.graphs
           << ", \"nodes\": " << c.nodes << ", \"capture_ms\": " << c.capture_ms
-          << ", \"instantiate_ms\": " << c.instantiate_ms << ", \"device_bytes\": "
-          << c.device_bytes << "}";
+          << ", \"instantiate_ms\": " << c.instantiate_ms
+          << ", \"device_bytes\": " << c.device_bytes << "}";
     }
     out << "\n  ]\n}\n";
   }

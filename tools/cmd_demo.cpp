@@ -31,7 +31,8 @@ struct DeviceCopy {
 };
 DeviceCopy to_device(const HostTensor& t, cudaStream_t stream) {
   DeviceCopy copy{DeviceBuffer(t.bytes()), {}};
-  FF_CUDA_CHECK(cudaMemcpyAsync(copy.buffer.data(), t.data(), t.bytes(), cudaMemcpyHostToDevice, stream));
+  FF_CUDA_CHECK(
+      cudaMemcpyAsync(copy.buffer.data(), t.data(), t.bytes(), cudaMemcpyHostToDevice, stream));
   copy.view = TensorView(copy.buffer.data(), t.dtype(), t.shape(), Device::cuda());
   return copy;
 }
@@ -65,7 +66,8 @@ int run_demo(Args args) {
   spec.prefills = {{.seq_len = 36, .query_len = 21}};
   const SyntheticBatch batch = make_synthetic_batch(spec);
   const CommonAttentionMetadata common = batch.metadata();
-  const int rows = batch.num_tokens, h = params.num_heads, kvh = params.num_kv_heads, d = params.head_size;
+  const int rows = batch.num_tokens, h = params.num_heads, kvh = params.num_kv_heads,
+            d = params.head_size;
 
   std::mt19937 rng(7);
   HostTensor query(DType::kBF16, {rows, h, d}), key(DType::kBF16, {rows, kvh, d}),
@@ -75,16 +77,19 @@ int run_demo(Args args) {
   fill_random(value, rng);
   // The context already in the cache: random keys and values written at their slots.
   const auto context_rows = static_cast<std::int64_t>(batch.context_slot_mapping.size());
-  HostTensor ctx_key(DType::kBF16, {context_rows, kvh, d}), ctx_value(DType::kBF16, {context_rows, kvh, d});
+  HostTensor ctx_key(DType::kBF16, {context_rows, kvh, d}),
+      ctx_value(DType::kBF16, {context_rows, kvh, d});
   fill_random(ctx_key, rng);
   fill_random(ctx_value, rng);
-  const auto shape = backend.kv_cache_shape(batch.num_blocks, batch.block_size, kvh, d, DType::kBF16);
+  const auto shape =
+      backend.kv_cache_shape(batch.num_blocks, batch.block_size, kvh, d, DType::kBF16);
   HostTensor cache(DType::kBF16, shape);
   cache.fill_bytes(0);
   host_reference::reshape_and_cache(ctx_key.view(), ctx_value.view(), cache.view(),
                                     batch.context_slot_mapping, 1.0f, 1.0f);
   HostTensor cache_before = cache;  // the GPU writes this step's rows itself
-  host_reference::reshape_and_cache(key.view(), value.view(), cache.view(), batch.slot_mapping, 1.0f, 1.0f);
+  host_reference::reshape_and_cache(key.view(), value.view(), cache.view(), batch.slot_mapping,
+                                    1.0f, 1.0f);
   const auto expected = host_reference::attention(params, query.view(), key.view(), value.view(),
                                                   cache.view(), common, 1.0f, 1.0f);
 
@@ -116,7 +121,8 @@ int run_demo(Args args) {
   AttentionLayer layer;
   layer.name = "demo";
   impl->forward(layer, q.view, k.view, v.view, kv.view, md, out.view, stream.get(), lse.view);
-  FF_CUDA_CHECK(cudaMemcpyAsync(out_host.data(), out.buffer.data(), out_host.bytes(), cudaMemcpyDeviceToHost, stream.get()));
+  FF_CUDA_CHECK(cudaMemcpyAsync(out_host.data(), out.buffer.data(), out_host.bytes(),
+                                cudaMemcpyDeviceToHost, stream.get()));
   stream.synchronize();
 
   double err = 0, ref = 0;
@@ -126,8 +132,10 @@ int run_demo(Args args) {
     ref += expected.out[i] * expected.out[i];
   }
   const double rel = std::sqrt(err / ref);
-  std::printf("reference backend on the GPU vs double-precision host reference: relative L2 error %.3e (%s)\n",
-              rel, rel <= 1e-2 ? "ok" : "TOO LARGE");
+  std::printf(
+      "reference backend on the GPU vs double-precision host reference: relative L2 error %.3e "
+      "(%s)\n",
+      rel, rel <= 1e-2 ? "ok" : "TOO LARGE");
   return rel <= 1e-2 ? 0 : 1;
 }
 

@@ -4,7 +4,6 @@
 // tokens and max-length sequences, the activation peak against its lower bound; optionally the
 // plan as JSON and an SVG memory map. On a GPU the device memory defaults to its free memory.
 
-
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -13,11 +12,11 @@
 #include <string>
 #include <string_view>
 
-#include "commands.h"
 #include "arguments.h"
+#include "commands.h"
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/spec/byte_size.h"
 #include "freezeframe/engine/plan/memory_planner.h"
+#include "freezeframe/engine/spec/byte_size.h"
 #include "freezeframe/engine/spec/spec.h"
 
 namespace freezeframe::tools {
@@ -42,12 +41,13 @@ void write_json(const std::string& path, const EngineSpec& spec, const MemoryPla
       << "  \"budget_bytes\": " << plan.capacity_bytes() << ",\n"
       << "  \"used_bytes\": " << plan.used_bytes() << ",\n"
       << "  \"alignment\": " << MemoryPlan::kAlignment << ",\n"
-      << "  \"kv_cache\": {\"num_blocks\": " << kv.num_blocks << ", \"block_size\": "
-      << kv.block_size << ", \"bytes_per_block\": " << kv.bytes_per_block
-      << ", \"cache_layers\": " << kv.cache_layers << ", \"tokens_per_rank\": "
-      << kv.tokens_per_rank << ", \"dcp_world_size\": " << kv.dcp_world_size
-      << ", \"max_model_len\": " << kv.max_model_len << ", \"max_concurrent_sequences\": "
-      << kv.max_concurrent_sequences << "},\n"
+      << "  \"kv_cache\": {\"num_blocks\": " << kv.num_blocks
+      << ", \"block_size\": " << kv.block_size << ", \"bytes_per_block\": " << kv.bytes_per_block
+      << ", \"cache_layers\": " << kv.cache_layers
+      << ", \"tokens_per_rank\": " << kv.tokens_per_rank
+      << ", \"dcp_world_size\": " << kv.dcp_world_size
+      << ", \"max_model_len\": " << kv.max_model_len
+      << ", \"max_concurrent_sequences\": " << kv.max_concurrent_sequences << "},\n"
       << "  \"activations\": {\"peak_bytes\": " << plan.activations.peak_bytes
       << ", \"lower_bound_bytes\": " << plan.activations.lower_bound_bytes
       << ", \"num_tensors\": " << plan.activations.num_tensors
@@ -139,20 +139,20 @@ void print_plan(const EngineSpec& spec, const MemoryPlan& plan, const std::strin
   for (const MemoryRegion& r : plan.regions()) {
     std::printf("%-22s %16lld %16lld %12s %7.2f%%\n", r.name.c_str(),
                 static_cast<long long>(r.offset), static_cast<long long>(r.bytes),
-                format_bytes(r.bytes).c_str(),
-                100.0 * double(r.bytes) / double(plan.device_bytes));
+                format_bytes(r.bytes).c_str(), 100.0 * double(r.bytes) / double(plan.device_bytes));
   }
   const std::int64_t unused = plan.capacity_bytes() - plan.used_bytes();
   std::printf("%-22s %16s %16lld %12s %7.2f%%\n\n", "(unused budget)", "",
               static_cast<long long>(unused), format_bytes(unused).c_str(),
               100.0 * double(unused) / double(plan.device_bytes));
   const KvCacheSummary& kv = plan.kv_cache;
-  std::printf("kv cache: %lld blocks x %d tokens = %lld tokens per rank (%s per block over %d "
-              "layers); %lld concurrent sequences of max length %lld",
-              static_cast<long long>(kv.num_blocks), kv.block_size,
-              static_cast<long long>(kv.tokens_per_rank), format_bytes(kv.bytes_per_block).c_str(),
-              kv.cache_layers, static_cast<long long>(kv.max_concurrent_sequences),
-              static_cast<long long>(kv.max_model_len));
+  std::printf(
+      "kv cache: %lld blocks x %d tokens = %lld tokens per rank (%s per block over %d "
+      "layers); %lld concurrent sequences of max length %lld",
+      static_cast<long long>(kv.num_blocks), kv.block_size,
+      static_cast<long long>(kv.tokens_per_rank), format_bytes(kv.bytes_per_block).c_str(),
+      kv.cache_layers, static_cast<long long>(kv.max_concurrent_sequences),
+      static_cast<long long>(kv.max_model_len));
   if (kv.dcp_world_size > 1) std::printf(" (DCP over %d ranks)", kv.dcp_world_size);
   std::printf("\nactivations: peak %s, lower bound %s, ratio %.4f (%d tensors over %d steps)\n",
               format_bytes(plan.activations.peak_bytes).c_str(),

@@ -11,17 +11,17 @@
 #include <optional>
 #include <string>
 
-#include "commands.h"
 #include "arguments.h"
+#include "commands.h"
 #include "freezeframe/core/device.h"
 #include "freezeframe/core/error.h"
+#include "freezeframe/engine/plan/memory_planner.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/runtime/graph_scope.h"
-#include "freezeframe/engine/plan/memory_planner.h"
-#include "freezeframe/serving/request_trace.h"
-#include "freezeframe/serving/serving_loop.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/graphs/dispatcher.h"
+#include "freezeframe/serving/request_trace.h"
+#include "freezeframe/serving/serving_loop.h"
 
 namespace freezeframe::tools {
 namespace {
@@ -107,12 +107,12 @@ int run_serve_sim(Args args) {
   }
   const MemoryPlan& the_plan = engine ? engine->plan() : *plan;
   const Dispatcher& the_dispatcher = engine ? engine->dispatcher() : *dispatcher;
-  const ServingReport r =
-      run_serving_loop(spec, the_plan.kv_cache.num_blocks, the_dispatcher, trace, engine.get(),
-                       serving);
+  const ServingReport r = run_serving_loop(spec, the_plan.kv_cache.num_blocks, the_dispatcher,
+                                           trace, engine.get(), serving);
 
   if (schedule_only) {
-    std::printf("serve-sim (schedule only; each step modelled as %.1f ms)\n", serving.modelled_step_ms);
+    std::printf("serve-sim (schedule only; each step modelled as %.1f ms)\n",
+                serving.modelled_step_ms);
   } else {
     std::printf("serve-sim on %s (every step run and waited for)\n", device.note.c_str());
   }
@@ -122,16 +122,17 @@ int run_serve_sim(Args args) {
               static_cast<long long>(the_plan.kv_cache.num_blocks), spec.cache.block_size,
               device.note.c_str(), int(to_string(the_dispatcher.mode()).size()),
               to_string(the_dispatcher.mode()).data(), the_dispatcher.capture_sizes().size());
-  std::printf("finished %zu of %zu requests in %ld steps (%.1f s on the trace's clock, %.1f s in "
-              "steps)\n",
-              r.finished, r.requests, r.steps, r.seconds, r.busy_seconds);
+  std::printf(
+      "finished %zu of %zu requests in %ld steps (%.1f s on the trace's clock, %.1f s in "
+      "steps)\n",
+      r.finished, r.requests, r.steps, r.seconds, r.busy_seconds);
   const std::size_t refused = r.refused_prompt_too_long + r.refused_cache_too_small;
   if (refused > 0 || r.outputs_cut > 0) {
-    std::printf("refused %zu: %zu with a prompt longer than scheduler.max_model_len (%lld), %zu "
-                "needing more KV blocks than the cache has; %zu outputs cut at max_model_len\n",
-                refused, r.refused_prompt_too_long,
-                static_cast<long long>(spec.scheduler.max_model_len), r.refused_cache_too_small,
-                r.outputs_cut);
+    std::printf(
+        "refused %zu: %zu with a prompt longer than scheduler.max_model_len (%lld), %zu "
+        "needing more KV blocks than the cache has; %zu outputs cut at max_model_len\n",
+        refused, r.refused_prompt_too_long, static_cast<long long>(spec.scheduler.max_model_len),
+        r.refused_cache_too_small, r.outputs_cut);
   }
   std::printf("tokens: %ld prefill, %ld decode; %.0f tokens/s while stepping\n", r.prefill_tokens,
               r.decode_tokens, r.tokens_per_second());
@@ -143,8 +144,8 @@ int run_serve_sim(Args args) {
   std::printf("padding in graph steps: %ld real tokens run as %ld (%.1f%% waste)\n",
               r.real_tokens_in_graphs, r.padded_tokens_in_graphs, 100.0 * r.padding_waste());
   if (!schedule_only) {
-    std::printf("step time: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.step_ms_p50,
-                r.step_ms_p99, r.step_ms_max);
+    std::printf("step time: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.step_ms_p50, r.step_ms_p99,
+                r.step_ms_max);
   }
   // Every request finished or was refused (and counted above).
   return r.finished + refused == r.requests ? 0 : 1;

@@ -6,8 +6,7 @@
 
 namespace freezeframe {
 
-std::unique_ptr<AttentionImpl> AttentionBackend::make_impl(const AttentionParams&,
-                                                           DcpGroup) const {
+std::unique_ptr<AttentionImpl> AttentionBackend::make_impl(const AttentionParams&, DcpGroup) const {
   FF_THROW(ErrorCode::kUnsupported, "backend '", name(),
            "' is a multi-head latent attention backend: use make_mla_impl");
 }
@@ -19,12 +18,12 @@ std::unique_ptr<MlaImpl> AttentionBackend::make_mla_impl(const MlaParams&, const
 }
 
 std::size_t AttentionBackend::workspace_bytes(const AttentionParams&, const BatchLimits&,
-                                             const DeviceProperties&) const {
+                                              const DeviceProperties&) const {
   return 0;
 }
 
 std::size_t AttentionBackend::mla_workspace_bytes(const MlaParams&, const BatchLimits&,
-                                                 const DeviceProperties&) const {
+                                                  const DeviceProperties&) const {
   return 0;
 }
 
@@ -51,8 +50,8 @@ bool AttentionBackend::supports_kv_cache_dtype(DType dtype) const {
 
 std::int64_t kv_cache_bytes(const AttentionBackend& backend, std::int64_t num_blocks,
                             int block_size, int num_kv_heads, int head_size, DType cache_dtype) {
-  const auto shape = backend.kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size,
-                                            cache_dtype);
+  const auto shape =
+      backend.kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size, cache_dtype);
   std::int64_t elements = 1;
   for (std::int64_t s : shape) elements *= s;
   return elements * static_cast<std::int64_t>(size_of(cache_dtype));
@@ -61,8 +60,8 @@ std::int64_t kv_cache_bytes(const AttentionBackend& backend, std::int64_t num_bl
 TensorView kv_cache_view(const AttentionBackend& backend, void* data, Device device,
                          std::int64_t num_blocks, int block_size, int num_kv_heads, int head_size,
                          DType cache_dtype) {
-  const auto shape = backend.kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size,
-                                            cache_dtype);
+  const auto shape =
+      backend.kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size, cache_dtype);
   const auto order = backend.kv_cache_stride_order();
   FF_CHECK(order.size() == shape.size(), ErrorCode::kInternal, "backend '", backend.name(),
            "' stride order has ", order.size(), " entries for a ", shape.size(), "-d shape");

@@ -101,7 +101,8 @@ void reshape_and_cache(const TensorView& key, const TensorView& value, const Ten
       for (std::int64_t d = 0; d < key.size(2); ++d) {
         const std::int64_t row = static_cast<std::int64_t>(t);
         store(kv_cache, {0, block, offset, h, d}, static_cast<float>(at(key, {row, h, d})) * inv_k);
-        store(kv_cache, {1, block, offset, h, d}, static_cast<float>(at(value, {row, h, d})) * inv_v);
+        store(kv_cache, {1, block, offset, h, d},
+              static_cast<float>(at(value, {row, h, d})) * inv_v);
       }
     }
   }
@@ -112,7 +113,12 @@ AttentionResult attention(const AttentionParams& p, const TensorView& query, con
                           const CommonAttentionMetadata& md, float k_scale, float v_scale) {
   check_host(query, "query");
   const bool paged = uses_kv_cache(p.attn_type);
-  if (paged) check_host(kv_cache, "kv_cache"); else { check_host(key, "key"); check_host(value, "value"); }
+  if (paged)
+    check_host(kv_cache, "kv_cache");
+  else {
+    check_host(key, "key");
+    check_host(value, "value");
+  }
   const bool causal = p.attn_type == AttentionType::kDecoder;
   const int group = p.num_heads / p.num_kv_heads;
   const double ks = is_fp8(kv_cache.defined() ? kv_cache.dtype() : DType::kBF16) ? k_scale : 1.0;
@@ -194,8 +200,11 @@ void merge_attention_states(std::span<const double> partial_out,
 AttentionResult mla_forward(const MlaParams& p, const MlaWeights& w, const TensorView& cq,
                             const TensorView& kv_c, const TensorView& k_pe,
                             const TensorView& kv_cache, const CommonAttentionMetadata& md) {
-  for (auto [t, what] : {std::pair{&w.q_proj, "q_proj"}, {&w.kv_b_proj, "kv_b_proj"},
-                         {&cq, "hidden_states_or_cq"}, {&kv_c, "kv_c_normed"}, {&k_pe, "k_pe"},
+  for (auto [t, what] : {std::pair{&w.q_proj, "q_proj"},
+                         {&w.kv_b_proj, "kv_b_proj"},
+                         {&cq, "hidden_states_or_cq"},
+                         {&kv_c, "kv_c_normed"},
+                         {&k_pe, "k_pe"},
                          {&kv_cache, "kv_cache"}}) {
     check_host(*t, what);
   }
@@ -226,14 +235,18 @@ AttentionResult mla_forward(const MlaParams& p, const MlaWeights& w, const Tenso
         pe[2 * i + 1] = x0 * std::sin(a) + x1 * std::cos(a);
       }
     }
-    const std::int64_t slot = row < static_cast<int>(md.slot_mapping.size()) ? md.slot_mapping[row] : -1;
+    const std::int64_t slot =
+        row < static_cast<int>(md.slot_mapping.size()) ? md.slot_mapping[row] : -1;
     if (slot < 0) continue;
     const std::int64_t block = slot / block_size, offset = slot % block_size;
-    for (int c = 0; c < rank; ++c) store(kv_cache, {block, offset, c}, static_cast<float>(at(kv_c, {row, c})));
+    for (int c = 0; c < rank; ++c)
+      store(kv_cache, {block, offset, c}, static_cast<float>(at(kv_c, {row, c})));
     for (int i = 0; i < rope / 2; ++i) {
       const double a = angle(pos, i), x0 = at(k_pe, {row, 2 * i}), x1 = at(k_pe, {row, 2 * i + 1});
-      store(kv_cache, {block, offset, rank + 2 * i}, static_cast<float>(x0 * std::cos(a) - x1 * std::sin(a)));
-      store(kv_cache, {block, offset, rank + 2 * i + 1}, static_cast<float>(x0 * std::sin(a) + x1 * std::cos(a)));
+      store(kv_cache, {block, offset, rank + 2 * i},
+            static_cast<float>(x0 * std::cos(a) - x1 * std::sin(a)));
+      store(kv_cache, {block, offset, rank + 2 * i + 1},
+            static_cast<float>(x0 * std::sin(a) + x1 * std::cos(a)));
     }
   }
 
@@ -257,11 +270,15 @@ AttentionResult mla_forward(const MlaParams& p, const MlaWeights& w, const Tenso
       for (int h = 0; h < h_count; ++h) {
         for (int n = 0; n < nope + v_dim; ++n) {
           double acc = 0.0;
-          for (int c = 0; c < rank; ++c) acc += at(w.kv_b_proj, {h * (nope + v_dim) + n, c}) * latent[c];
-          if (n < nope) keys[(static_cast<std::size_t>(j) * h_count + h) * qk + n] = acc;
-          else values[(static_cast<std::size_t>(j) * h_count + h) * v_dim + (n - nope)] = acc;
+          for (int c = 0; c < rank; ++c)
+            acc += at(w.kv_b_proj, {h * (nope + v_dim) + n, c}) * latent[c];
+          if (n < nope)
+            keys[(static_cast<std::size_t>(j) * h_count + h) * qk + n] = acc;
+          else
+            values[(static_cast<std::size_t>(j) * h_count + h) * v_dim + (n - nope)] = acc;
         }
-        for (int i = 0; i < rope; ++i) keys[(static_cast<std::size_t>(j) * h_count + h) * qk + nope + i] = latent[rank + i];
+        for (int i = 0; i < rope; ++i)
+          keys[(static_cast<std::size_t>(j) * h_count + h) * qk + nope + i] = latent[rank + i];
       }
     }
     for (int row = md.query_start_loc[r]; row < md.query_start_loc[r + 1]; ++row) {
@@ -270,7 +287,8 @@ AttentionResult mla_forward(const MlaParams& p, const MlaWeights& w, const Tenso
         const double* qrow = &q[(static_cast<std::size_t>(row) * h_count + h) * qk];
         auto score = [&](int j) {
           double dot = 0.0;
-          for (int d = 0; d < qk; ++d) dot += qrow[d] * keys[(static_cast<std::size_t>(j) * h_count + h) * qk + d];
+          for (int d = 0; d < qk; ++d)
+            dot += qrow[d] * keys[(static_cast<std::size_t>(j) * h_count + h) * qk + d];
           return dot * p.scale;
         };
         auto value_at = [&](int j, int d) {

@@ -1,7 +1,7 @@
 #include "freezeframe/backends/lse_merge.h"
 
-#include "freezeframe/core/error.h"
 #include "freezeframe/core/convert.cuh"
+#include "freezeframe/core/error.h"
 #include "kernels/merge_state.cuh"
 
 namespace freezeframe {
@@ -62,16 +62,18 @@ void merge_attention_states(const TensorView& partial_out, const TensorView& par
                             cudaStream_t stream) {
   using E = ErrorCode;
   FF_CHECK(partial_out.defined() && partial_out.is_cuda() && partial_out.dim() == 4,
-           E::kInvalidArgument, "partial_out must be a device tensor [parts, tokens, heads, "
-           "head_size], got ", partial_out.defined() ? partial_out.describe() : "nothing");
+           E::kInvalidArgument,
+           "partial_out must be a device tensor [parts, tokens, heads, "
+           "head_size], got ",
+           partial_out.defined() ? partial_out.describe() : "nothing");
   const std::int64_t parts = partial_out.size(0), tokens = partial_out.size(1),
                      heads = partial_out.size(2), head_size = partial_out.size(3);
   FF_CHECK(partial_lse_ln.defined() && partial_lse_ln.is_cuda() &&
                partial_lse_ln.dtype() == DType::kF32 && partial_lse_ln.dim() == 3 &&
                partial_lse_ln.size(0) == parts && partial_lse_ln.size(1) == tokens &&
                partial_lse_ln.size(2) == heads && partial_lse_ln.stride(2) == 1,
-           E::kInvalidArgument, "partial_lse_ln must be a device f32 tensor [", parts, ", ",
-           tokens, ", ", heads, "], got ",
+           E::kInvalidArgument, "partial_lse_ln must be a device f32 tensor [", parts, ", ", tokens,
+           ", ", heads, "], got ",
            partial_lse_ln.defined() ? partial_lse_ln.describe() : "nothing");
   FF_CHECK(out.defined() && out.is_cuda() && out.dim() == 3 && out.size(0) == tokens &&
                out.size(1) == heads && out.size(2) == head_size && out.stride(2) == 1,
@@ -110,7 +112,8 @@ void merge_attention_states(const TensorView& partial_out, const TensorView& par
   if (in == DType::kF32 && o == DType::kF32) return launch<float, float>(p, t, h, stream);
   if (in == DType::kF32 && o == DType::kBF16) return launch<float, __nv_bfloat16>(p, t, h, stream);
   if (in == DType::kF32 && o == DType::kF16) return launch<float, __half>(p, t, h, stream);
-  if (in == DType::kBF16 && o == DType::kBF16) return launch<__nv_bfloat16, __nv_bfloat16>(p, t, h, stream);
+  if (in == DType::kBF16 && o == DType::kBF16)
+    return launch<__nv_bfloat16, __nv_bfloat16>(p, t, h, stream);
   if (in == DType::kF16 && o == DType::kF16) return launch<__half, __half>(p, t, h, stream);
   FF_THROW(E::kUnsupported, "merging ", name_of(in), " partial outputs into ", name_of(o),
            " is not supported");

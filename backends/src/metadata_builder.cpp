@@ -80,8 +80,8 @@ void validate_metadata(const CommonAttentionMetadata& c, const BatchLimits& limi
              "give the block table either flat (block_table) or by rows (block_table_rows), "
              "not both");
     FF_CHECK(static_cast<int>(c.block_table_rows.size()) == num_reqs, E::kInvalidArgument,
-             "block_table_rows has ", c.block_table_rows.size(), " rows, expected num_reqs = ",
-             num_reqs);
+             "block_table_rows has ", c.block_table_rows.size(),
+             " rows, expected num_reqs = ", num_reqs);
     FF_CHECK(limits.block_size > 0, E::kInvalidArgument,
              "block_table_rows needs BatchLimits::block_size to know how many ids a row needs");
   } else {
@@ -136,8 +136,9 @@ std::size_t stage_metadata(const CommonAttentionMetadata& c, const BatchLimits& 
       std::int32_t* row = table + static_cast<std::size_t>(r) * width;
       const std::int32_t* ids = c.block_table_rows[r].data();
       const std::size_t id_bytes = static_cast<std::size_t>(blocks) * sizeof(std::int32_t);
-      const bool held = (blocks == 0 || std::memcmp(row, ids, id_bytes) == 0) &&
-                        std::all_of(row + blocks, row + width, [](std::int32_t v) { return v == 0; });
+      const bool held =
+          (blocks == 0 || std::memcmp(row, ids, id_bytes) == 0) &&
+          std::all_of(row + blocks, row + width, [](std::int32_t v) { return v == 0; });
       if (held) continue;
       check_block_ids(r, {ids, static_cast<std::size_t>(blocks)}, limits.num_blocks);
       if (blocks > 0) std::memcpy(row, ids, id_bytes);
@@ -227,15 +228,16 @@ const AttentionMetadata& MetadataBuilder::build(const CommonAttentionMetadata& c
   staging_in_flight_ = false;
   auto* image = static_cast<std::byte*>(staging_.data());
   (void)stage(c, image);
-  FF_CUDA_CHECK(cudaMemcpyAsync(device_, image, layout_.head_bytes, cudaMemcpyHostToDevice, stream));
+  FF_CUDA_CHECK(
+      cudaMemcpyAsync(device_, image, layout_.head_bytes, cudaMemcpyHostToDevice, stream));
   const auto* shape = reinterpret_cast<const std::int32_t*>(image + layout_.table_shape);
   const std::size_t row_bytes = static_cast<std::size_t>(shape[1]) * sizeof(std::int32_t);
   if (shape[0] > 0 && row_bytes > 0) {
-    FF_CUDA_CHECK(cudaMemcpy2DAsync(device_ + layout_.head_bytes,
-                                    static_cast<std::size_t>(layout_.table_stride) * sizeof(std::int32_t),
-                                    image + layout_.head_bytes, row_bytes, row_bytes,
-                                    static_cast<std::size_t>(shape[0]), cudaMemcpyHostToDevice,
-                                    stream));
+    FF_CUDA_CHECK(
+        cudaMemcpy2DAsync(device_ + layout_.head_bytes,
+                          static_cast<std::size_t>(layout_.table_stride) * sizeof(std::int32_t),
+                          image + layout_.head_bytes, row_bytes, row_bytes,
+                          static_cast<std::size_t>(shape[0]), cudaMemcpyHostToDevice, stream));
   }
   staging_free_.record(stream);
   staging_in_flight_ = true;

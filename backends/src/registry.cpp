@@ -38,8 +38,7 @@ const AttentionBackend& BackendRegistry::get(std::string_view name) const {
   }
   std::string known;
   for (const std::string& n : names()) known += (known.empty() ? "" : ", ") + n;
-  FF_THROW(ErrorCode::kNotFound, "unknown attention backend '", name, "'; known backends: ",
-           known);
+  FF_THROW(ErrorCode::kNotFound, "unknown attention backend '", name, "'; known backends: ", known);
 }
 
 std::vector<std::string> BackendRegistry::names() const {

@@ -16,7 +16,8 @@ void check_common_params(const AttentionBackend& backend, const AttentionParams&
            ") must be a multiple of num_kv_heads (", p.num_kv_heads, ")");
   if (!backend.supports_head_size(p.head_size)) {
     std::string sizes;
-    for (int s : backend.supported_head_sizes()) sizes += (sizes.empty() ? "" : ", ") + std::to_string(s);
+    for (int s : backend.supported_head_sizes())
+      sizes += (sizes.empty() ? "" : ", ") + std::to_string(s);
     FF_THROW(E::kUnsupported, "backend '", backend.name(), "' does not support head_size ",
              p.head_size, "; supported: ", sizes);
   }
@@ -40,9 +41,8 @@ void check_common_params(const AttentionBackend& backend, const AttentionParams&
 }
 
 void check_dcp(const DcpGroup& dcp, bool can_return_lse, std::string_view backend) {
-  FF_CHECK(dcp.world_size >= 1 && dcp.rank >= 0 && dcp.rank < dcp.world_size,
-           E::kInvalidArgument, "DCP rank ", dcp.rank, " is not in a group of world size ",
-           dcp.world_size);
+  FF_CHECK(dcp.world_size >= 1 && dcp.rank >= 0 && dcp.rank < dcp.world_size, E::kInvalidArgument,
+           "DCP rank ", dcp.rank, " is not in a group of world size ", dcp.world_size);
   FF_CHECK(dcp.world_size == 1 || can_return_lse, E::kUnsupported, "backend '", backend,
            "' cannot return LSE, so it cannot run with decode context parallelism (world size ",
            dcp.world_size, ")");
@@ -53,7 +53,8 @@ void check_cuda_tensor(const TensorView& t, std::string_view what) {
   FF_CHECK(t.defined(), E::kInvalidArgument, what, " is missing");
   FF_CHECK(t.is_cuda(), E::kInvalidArgument, what, " must be in device memory");
 }
-void check_shape(const TensorView& t, std::string_view what, std::initializer_list<std::int64_t> shape) {
+void check_shape(const TensorView& t, std::string_view what,
+                 std::initializer_list<std::int64_t> shape) {
   bool ok = t.dim() == static_cast<int>(shape.size());
   int d = 0;
   for (std::int64_t s : shape) {
@@ -83,10 +84,13 @@ TensorView output_as_3d(const TensorView& out, DType dtype, int rows, int heads,
            " but the query is ", name_of(dtype));
   FF_CHECK(out.is_contiguous(), E::kInvalidArgument, "output must be contiguous, got ",
            out.describe());
-  const bool flat = out.dim() == 2 && out.size(0) == rows && out.size(1) == std::int64_t(heads) * head_size;
-  const bool full = out.dim() == 3 && out.size(0) == rows && out.size(1) == heads && out.size(2) == head_size;
+  const bool flat =
+      out.dim() == 2 && out.size(0) == rows && out.size(1) == std::int64_t(heads) * head_size;
+  const bool full =
+      out.dim() == 3 && out.size(0) == rows && out.size(1) == heads && out.size(2) == head_size;
   FF_CHECK(flat || full, E::kInvalidArgument, "output has shape ", out.describe(), ", expected [",
-           rows, ", ", heads, ", ", head_size, "] or [", rows, ", ", std::int64_t(heads) * head_size, "]");
+           rows, ", ", heads, ", ", head_size, "] or [", rows, ", ",
+           std::int64_t(heads) * head_size, "]");
   return out.reshape({rows, heads, head_size});
 }
 
@@ -99,8 +103,8 @@ void check_lse(const TensorView& lse, int rows, int heads) {
   FF_CHECK(lse.stride(1) == 1, E::kInvalidArgument, "lse_ln needs unit stride over heads");
 }
 
-void check_kv_rows(const TensorView& t, std::string_view what, DType dtype, int rows,
-                   int kv_heads, int head_size) {
+void check_kv_rows(const TensorView& t, std::string_view what, DType dtype, int rows, int kv_heads,
+                   int head_size) {
   check_cuda_tensor(t, what);
   FF_CHECK(t.dtype() == dtype, E::kInvalidArgument, what, " is ", name_of(t.dtype()),
            " but the query is ", name_of(dtype));

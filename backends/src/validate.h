@@ -25,8 +25,8 @@ void check_query(const TensorView& query, std::string_view what, int rows, int h
 /// lse (when defined): CUDA f32 [rows, heads], unit stride over heads.
 void check_lse(const TensorView& lse, int rows, int heads);
 /// key or value rows: CUDA, `dtype`, [rows, kv_heads, head_size], unit stride last.
-void check_kv_rows(const TensorView& t, std::string_view what, DType dtype, int rows,
-                   int kv_heads, int head_size);
+void check_kv_rows(const TensorView& t, std::string_view what, DType dtype, int rows, int kv_heads,
+                   int head_size);
 /// kv_cache: CUDA, `dtype`, [2, num_blocks, block_size, kv_heads, head_size], unit stride last.
 void check_kv_cache(const TensorView& kv_cache, DType dtype, int kv_heads, int head_size);
 

@@ -58,8 +58,8 @@ void Stream::synchronize() const { FF_CUDA_CHECK(cudaStreamSynchronize(stream_))
 
 // --- Event ---
 Event::Event(bool timing) {
-  FF_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault
-                                                         : cudaEventDisableTiming));
+  FF_CUDA_CHECK(
+      cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
 }
 
 Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}

@@ -78,14 +78,12 @@ std::string describe_no_gpu(int status, int driver_version, int runtime_version)
                             cuda_version(driver_version), ", this build needs ",
                             cuda_version(runtime_version), " (update the driver)",
                             cuda_detail(status));
-    case cudaErrorNoDevice:
-      return "no CUDA GPU found" + cuda_detail(status);
+    case cudaErrorNoDevice: return "no CUDA GPU found" + cuda_detail(status);
     case cudaErrorSystemDriverMismatch:
       return "the NVIDIA driver's kernel module and library differ in version (reboot, or "
              "reinstall the driver)" +
              cuda_detail(status);
-    default:
-      return "no usable CUDA GPU" + cuda_detail(status);
+    default: return "no usable CUDA GPU" + cuda_detail(status);
   }
 }
 
@@ -110,8 +108,8 @@ void require_usable_gpu() {
   cudaDeviceProp prop{};
   FF_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   if (status == cudaErrorNoKernelImageForDevice || status == cudaErrorInvalidDeviceFunction) {
-    FF_THROW(ErrorCode::kUnsupported, describe_no_kernel_image(prop.name, prop.major, prop.minor,
-                                                               status));
+    FF_THROW(ErrorCode::kUnsupported,
+             describe_no_kernel_image(prop.name, prop.major, prop.minor, status));
   }
   if (status == cudaErrorUnsupportedPtxVersion) {
     // Only PTX fits the device, and the driver cannot compile PTX of this toolkit.
@@ -120,8 +118,7 @@ void require_usable_gpu() {
              "or rebuild with -DCMAKE_CUDA_ARCHITECTURES=",
              prop.major, prop.minor, cuda_detail(status));
   }
-  detail::throw_cuda_error(status, "cudaFuncGetAttributes(<a trivial kernel>)", __FILE__,
-                           __LINE__);
+  detail::throw_cuda_error(status, "cudaFuncGetAttributes(<a trivial kernel>)", __FILE__, __LINE__);
 }
 
 }  // namespace freezeframe

@@ -8,8 +8,8 @@
 namespace freezeframe {
 
 DeviceProperties current_device_properties() {
-  FF_CHECK(has_gpu(), ErrorCode::kUnsupported, "no CUDA GPU to read properties from: ",
-           gpu_status());
+  FF_CHECK(has_gpu(), ErrorCode::kUnsupported,
+           "no CUDA GPU to read properties from: ", gpu_status());
   int device = 0;
   FF_CUDA_CHECK(cudaGetDevice(&device));
   cudaDeviceProp prop{};

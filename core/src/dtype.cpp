@@ -44,12 +44,12 @@ std::optional<DType> parse_dtype(std::string_view name) {
     DType dtype;
   };
   static constexpr Alias kAliases[] = {
-      {"f32", DType::kF32},       {"float32", DType::kF32},       {"float", DType::kF32},
-      {"f16", DType::kF16},       {"float16", DType::kF16},       {"half", DType::kF16},
-      {"bf16", DType::kBF16},     {"bfloat16", DType::kBF16},     {"fp8_e4m3", DType::kFp8E4M3},
-      {"fp8", DType::kFp8E4M3},   {"fp8_e5m2", DType::kFp8E5M2},  {"i32", DType::kI32},
-      {"int32", DType::kI32},     {"i64", DType::kI64},           {"int64", DType::kI64},
-      {"u8", DType::kU8},         {"uint8", DType::kU8},
+      {"f32", DType::kF32},     {"float32", DType::kF32},      {"float", DType::kF32},
+      {"f16", DType::kF16},     {"float16", DType::kF16},      {"half", DType::kF16},
+      {"bf16", DType::kBF16},   {"bfloat16", DType::kBF16},    {"fp8_e4m3", DType::kFp8E4M3},
+      {"fp8", DType::kFp8E4M3}, {"fp8_e5m2", DType::kFp8E5M2}, {"i32", DType::kI32},
+      {"int32", DType::kI32},   {"i64", DType::kI64},          {"int64", DType::kI64},
+      {"u8", DType::kU8},       {"uint8", DType::kU8},
   };
   for (const Alias& alias : kAliases) {
     if (alias.name == name) return alias.dtype;

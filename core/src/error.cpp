@@ -37,10 +37,10 @@ void throw_cuda_error(int status, const char* statement, const char* file, int l
   const auto error = static_cast<cudaError_t>(status);
   const ErrorCode code =
       error == cudaErrorMemoryAllocation ? ErrorCode::kOutOfMemory : ErrorCode::kCudaError;
-  throw Error(code,
-              concat(statement, " failed: ", cudaGetErrorName(error), " (",
-                     cudaGetErrorString(error), ")"),
-              file, line);
+  throw Error(
+      code,
+      concat(statement, " failed: ", cudaGetErrorName(error), " (", cudaGetErrorString(error), ")"),
+      file, line);
 }
 
 void warn_cuda_error(int status, const char* statement, const char* file, int line) {

@@ -18,14 +18,14 @@ std::int64_t HostTensor::numel() const {
 }
 
 float HostTensor::get(std::int64_t i) const {
-  FF_CHECK(i >= 0 && i < numel(), ErrorCode::kInvalidArgument, "element ", i,
-           " out of range for ", numel(), " elements");
+  FF_CHECK(i >= 0 && i < numel(), ErrorCode::kInvalidArgument, "element ", i, " out of range for ",
+           numel(), " elements");
   return load_as_float(bytes_.data() + i * size_of(dtype_), dtype_);
 }
 
 void HostTensor::set(std::int64_t i, float value) {
-  FF_CHECK(i >= 0 && i < numel(), ErrorCode::kInvalidArgument, "element ", i,
-           " out of range for ", numel(), " elements");
+  FF_CHECK(i >= 0 && i < numel(), ErrorCode::kInvalidArgument, "element ", i, " out of range for ",
+           numel(), " elements");
   store_from_float(bytes_.data() + i * size_of(dtype_), dtype_, value);
 }
 

@@ -4,11 +4,10 @@
 
 namespace freezeframe {
 
-TensorView::TensorView(void* data, DType dtype, std::span<const std::int64_t> shape,
-                       Device device)
+TensorView::TensorView(void* data, DType dtype, std::span<const std::int64_t> shape, Device device)
     : data_(data), dtype_(dtype), device_(device), rank_(static_cast<int>(shape.size())) {
-  FF_CHECK(shape.size() <= kMaxDims, ErrorCode::kInvalidArgument, "a tensor has at most ",
-           kMaxDims, " dimensions, got ", shape.size());
+  FF_CHECK(shape.size() <= kMaxDims, ErrorCode::kInvalidArgument, "a tensor has at most ", kMaxDims,
+           " dimensions, got ", shape.size());
   std::int64_t stride = 1;
   for (int d = rank_ - 1; d >= 0; --d) {
     FF_CHECK(shape[d] >= 0, ErrorCode::kInvalidArgument, "dimension ", d, " is negative (",
@@ -21,8 +20,8 @@ TensorView::TensorView(void* data, DType dtype, std::span<const std::int64_t> sh
 
 TensorView TensorView::strided(void* data, DType dtype, std::span<const std::int64_t> shape,
                                std::span<const std::int64_t> strides, Device device) {
-  FF_CHECK(shape.size() == strides.size(), ErrorCode::kInvalidArgument, "shape has ",
-           shape.size(), " dimensions but strides has ", strides.size());
+  FF_CHECK(shape.size() == strides.size(), ErrorCode::kInvalidArgument, "shape has ", shape.size(),
+           " dimensions but strides has ", strides.size());
   TensorView view(data, dtype, shape, device);
   for (size_t d = 0; d < strides.size(); ++d) {
     FF_CHECK(strides[d] >= 0, ErrorCode::kInvalidArgument, "stride ", d, " is negative");

@@ -109,9 +109,11 @@ CudaGraph capture_graph(cudaStream_t stream, const std::function<void()>& work,
   // nodes, and the graph then owns device memory, kept for it from instantiation on. Graphs
   // here own none (a library that allocates needs a workspace of its own instead).
   const AllocationNodes allocations = allocation_nodes(captured);
-  FF_CHECK(allocations.count == 0, ErrorCode::kCudaError, "CUDA graph capture: the captured work "
-           "allocated device memory (", allocations.count, " stream-ordered allocations, ",
-           allocations.bytes, " bytes); graphs may only use memory that is already allocated");
+  FF_CHECK(allocations.count == 0, ErrorCode::kCudaError,
+           "CUDA graph capture: the captured work "
+           "allocated device memory (",
+           allocations.count, " stream-ordered allocations, ", allocations.bytes,
+           " bytes); graphs may only use memory that is already allocated");
   return captured;
 }
 

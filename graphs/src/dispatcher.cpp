@@ -64,8 +64,8 @@ Dispatcher::Dispatcher(CudaGraphMode mode, std::vector<int> capture_sizes, int m
 
 Dispatch Dispatcher::dispatch(int num_tokens, int num_reqs, bool uniform_decode) const {
   FF_CHECK(num_tokens > 0 && num_reqs > 0 && num_reqs <= num_tokens, ErrorCode::kInvalidArgument,
-           "a batch needs 0 < num_reqs <= num_tokens, got ", num_reqs, " requests and ",
-           num_tokens, " tokens");
+           "a batch needs 0 < num_reqs <= num_tokens, got ", num_reqs, " requests and ", num_tokens,
+           " tokens");
   FF_CHECK(!uniform_decode || num_reqs == num_tokens, ErrorCode::kInvalidArgument,
            "a uniform-decode batch has one token per request, got ", num_tokens, " tokens for ",
            num_reqs, " requests");

@@ -26,8 +26,7 @@ std::optional<CudaGraphMode> parse_graph_mode(std::string_view name) {
 CudaGraphMode lower_mode(CudaGraphMode requested, FullGraphScope scope) {
   switch (requested) {
     case CudaGraphMode::kNone:
-    case CudaGraphMode::kPiecewise:
-      return requested;
+    case CudaGraphMode::kPiecewise: return requested;
     case CudaGraphMode::kFull:
       if (scope == FullGraphScope::kAny) return requested;
       FF_CHECK(scope != FullGraphScope::kNone, ErrorCode::kUnsupported,

@@ -45,9 +45,9 @@ std::string describe_node(cudaGraphNode_t node) {
         (void)cudaGetLastError();
         return "memset node";
       }
-      return "memset node (" + std::to_string(m.width) + " x " + std::to_string(m.height) +
-             " of " + std::to_string(m.elementSize) + " B, pitch " + std::to_string(m.pitch) +
-             ", value " + std::to_string(m.value) + ")";
+      return "memset node (" + std::to_string(m.width) + " x " + std::to_string(m.height) + " of " +
+             std::to_string(m.elementSize) + " B, pitch " + std::to_string(m.pitch) + ", value " +
+             std::to_string(m.value) + ")";
     }
     case cudaGraphNodeTypeMemcpy: return "memcpy node";
     default: return "node of type " + std::to_string(static_cast<int>(type));

@@ -23,19 +23,18 @@ Arena Arena::borrow(const MemoryPlan& plan, void* base, std::int64_t bytes, Devi
 Arena::Arena(const MemoryPlan& plan, std::byte* base, std::int64_t bytes, Device device,
              DeviceBuffer owned)
     : plan_(plan), base_(base), bytes_(bytes), device_(device), owned_(std::move(owned)) {
-  FF_CHECK(bytes >= 0, ErrorCode::kInvalidArgument, "arena size must be non-negative, got ",
-           bytes);
+  FF_CHECK(bytes >= 0, ErrorCode::kInvalidArgument, "arena size must be non-negative, got ", bytes);
   FF_CHECK(base != nullptr || plan.used_bytes() == 0, ErrorCode::kInvalidArgument,
            "arena memory is null but the plan needs ", plan.used_bytes(), " bytes");
   FF_CHECK(reinterpret_cast<std::uintptr_t>(base) % MemoryPlan::kAlignment == 0,
-           ErrorCode::kInvalidArgument, "arena memory must be aligned to ",
-           MemoryPlan::kAlignment, " bytes");
+           ErrorCode::kInvalidArgument, "arena memory must be aligned to ", MemoryPlan::kAlignment,
+           " bytes");
   for (const MemoryRegion& r : plan.regions()) {
     FF_CHECK(r.offset % MemoryPlan::kAlignment == 0, ErrorCode::kInternal, "region '", r.name,
              "' starts at ", r.offset, ", not a multiple of ", MemoryPlan::kAlignment);
     FF_CHECK(r.end() <= bytes, ErrorCode::kOutOfMemory, "region '", r.name, "' (",
-             format_bytes(r.bytes), " at offset ", r.offset, ") does not fit an arena of ",
-             bytes, " bytes (", format_bytes(bytes), "): ", r.end() - bytes, " bytes short");
+             format_bytes(r.bytes), " at offset ", r.offset, ") does not fit an arena of ", bytes,
+             " bytes (", format_bytes(bytes), "): ", r.end() - bytes, " bytes short");
   }
 }
 
@@ -43,8 +42,8 @@ std::byte* Arena::data(std::string_view region) const {
   return base_ + plan_.region(region).offset;
 }
 
-TensorView Arena::checked(const MemoryRegion& region, const TensorView& view,
-                          std::int64_t offset, std::int64_t limit) const {
+TensorView Arena::checked(const MemoryRegion& region, const TensorView& view, std::int64_t offset,
+                          std::int64_t limit) const {
   const std::int64_t span = view.span_bytes();
   FF_CHECK(offset + span <= limit, ErrorCode::kOutOfMemory, "a view ", view.describe(), " of ",
            span, " bytes at offset ", offset, " reaches past the end of region '", region.name,
@@ -64,8 +63,7 @@ TensorView Arena::view(std::string_view region_name, DType dtype,
 
 TensorView Arena::strided_view(std::string_view region_name, DType dtype,
                                std::span<const std::int64_t> shape,
-                               std::span<const std::int64_t> strides,
-                               std::int64_t offset) const {
+                               std::span<const std::int64_t> strides, std::int64_t offset) const {
   const MemoryRegion& region = plan_.region(region_name);
   FF_CHECK(offset >= 0 && offset % static_cast<std::int64_t>(size_of(dtype)) == 0,
            ErrorCode::kInvalidArgument, "offset ", offset, " into region '", region.name,
@@ -89,8 +87,8 @@ const Placement& Arena::placement(std::string_view region_name, std::string_view
 std::byte* Arena::placement_data(std::string_view region, std::string_view name,
                                  std::int64_t bytes) const {
   const Placement& p = placement(region, name);
-  FF_CHECK(bytes >= 0 && bytes <= p.bytes, ErrorCode::kOutOfMemory, bytes,
-           " bytes do not fit '", name, "' in region '", region, "' (", p.bytes, " bytes)");
+  FF_CHECK(bytes >= 0 && bytes <= p.bytes, ErrorCode::kOutOfMemory, bytes, " bytes do not fit '",
+           name, "' in region '", region, "' (", p.bytes, " bytes)");
   return base_ + p.offset;
 }
 

@@ -17,8 +17,8 @@ void check_inputs(std::span<const TensorLifetime> tensors, std::int64_t alignmen
     const TensorLifetime& t = tensors[i];
     FF_CHECK(t.bytes >= 0, ErrorCode::kInvalidArgument, "tensor ", i, " has negative size ",
              t.bytes);
-    FF_CHECK(t.first_step <= t.last_step, ErrorCode::kInvalidArgument, "tensor ", i,
-             " ends (step ", t.last_step, ") before it starts (step ", t.first_step, ")");
+    FF_CHECK(t.first_step <= t.last_step, ErrorCode::kInvalidArgument, "tensor ", i, " ends (step ",
+             t.last_step, ") before it starts (step ", t.first_step, ")");
   }
 }
 
@@ -146,11 +146,12 @@ PackedLayout pack_lifetimes(std::span<const TensorLifetime> tensors, std::int64_
   };
   // Largest first (greedy by size); then largest area (bytes x steps) first, which places
   // long-lived tensors before short ones of the same size. Keep the lower peak.
-  PackedLayout best = pack_in_order(tensors, alignment,
-                                    by([](const TensorLifetime& t) { return t.bytes; }));
-  const PackedLayout by_area = pack_in_order(tensors, alignment, by([](const TensorLifetime& t) {
-    return static_cast<double>(t.bytes) * double(t.last_step - t.first_step + 1);
-  }));
+  PackedLayout best =
+      pack_in_order(tensors, alignment, by([](const TensorLifetime& t) { return t.bytes; }));
+  const PackedLayout by_area =
+      pack_in_order(tensors, alignment, by([](const TensorLifetime& t) {
+                      return static_cast<double>(t.bytes) * double(t.last_step - t.first_step + 1);
+                    }));
   if (by_area.peak_bytes < best.peak_bytes) best = by_area;
   best.lower_bound_bytes = live_bytes_lower_bound(tensors, alignment);
   return best;

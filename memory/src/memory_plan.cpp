@@ -72,16 +72,13 @@ const MemoryRegion& MemoryPlan::region(std::string_view name) const {
   FF_THROW(ErrorCode::kNotFound, "the plan has no region '", name, "' (regions: ", known, ")");
 }
 
-std::int64_t MemoryPlan::used_bytes() const {
-  return regions_.empty() ? 0 : regions_.back().end();
-}
+std::int64_t MemoryPlan::used_bytes() const { return regions_.empty() ? 0 : regions_.back().end(); }
 
 void MemoryPlan::check_fits() const {
   for (const MemoryRegion& r : regions_) {
     FF_CHECK(r.end() <= capacity_, ErrorCode::kOutOfMemory, "region '", r.name, "' (",
-             format_bytes(r.bytes), ") ends at byte ", r.end(), ", past the budget of ",
-             capacity_, " bytes (", format_bytes(capacity_), ") by ", r.end() - capacity_,
-             " bytes");
+             format_bytes(r.bytes), ") ends at byte ", r.end(), ", past the budget of ", capacity_,
+             " bytes (", format_bytes(capacity_), ") by ", r.end() - capacity_, " bytes");
   }
 }
 

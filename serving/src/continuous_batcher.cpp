@@ -19,12 +19,14 @@ std::string_view to_string(Admission admission) {
 ContinuousBatcher::ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool)
     : limits_(limits), pool_(pool) {
   FF_CHECK(limits.max_num_seqs > 0 && limits.max_num_batched_tokens >= limits.max_num_seqs,
-           ErrorCode::kInvalidArgument, "the batcher needs scheduler.max_num_seqs > 0 and "
-           "scheduler.max_num_batched_tokens >= max_num_seqs, got ", limits.max_num_seqs, " and ",
-           limits.max_num_batched_tokens);
+           ErrorCode::kInvalidArgument,
+           "the batcher needs scheduler.max_num_seqs > 0 and "
+           "scheduler.max_num_batched_tokens >= max_num_seqs, got ",
+           limits.max_num_seqs, " and ", limits.max_num_batched_tokens);
   FF_CHECK(limits.max_model_len >= 2, ErrorCode::kInvalidArgument,
            "the batcher needs scheduler.max_model_len >= 2 (a prompt token and a generated one), "
-           "got ", limits.max_model_len);
+           "got ",
+           limits.max_model_len);
   FF_CHECK(limits.block_size > 0, ErrorCode::kInvalidArgument,
            "the batcher needs a positive cache.block_size, got ", limits.block_size);
 }
@@ -42,7 +44,8 @@ Admission ContinuousBatcher::add(int id, std::int32_t prompt_tokens, std::int32_
   const Admission admission =
       output_tokens > most_output ? Admission::kOutputCut : Admission::kQueued;
   r->output = static_cast<std::int32_t>(std::min<std::int64_t>(output_tokens, most_output));
-  const std::int32_t blocks = blocks_for(r->prompt + std::max(0, r->output - 1), limits_.block_size);
+  const std::int32_t blocks =
+      blocks_for(r->prompt + std::max(0, r->output - 1), limits_.block_size);
   if (blocks > pool_.num_blocks()) return Admission::kCacheTooSmall;
   waiting_.push_back(std::move(r));
   return admission;

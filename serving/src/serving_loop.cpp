@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "freezeframe/serving/continuous_batcher.h"
 #include "freezeframe/memory/block_pool.h"
+#include "freezeframe/serving/continuous_batcher.h"
 
 namespace freezeframe {
 namespace {
@@ -19,19 +19,19 @@ double percentile(std::vector<double> v, double q) {
 }  // namespace
 
 double ServingReport::tokens_per_second() const {
-  return busy_seconds > 0 ? static_cast<double>(prefill_tokens + decode_tokens) / busy_seconds : 0.0;
+  return busy_seconds > 0 ? static_cast<double>(prefill_tokens + decode_tokens) / busy_seconds
+                          : 0.0;
 }
 
 double ServingReport::padding_waste() const {
-  return padded_tokens_in_graphs > 0
-             ? 1.0 - static_cast<double>(real_tokens_in_graphs) / static_cast<double>(padded_tokens_in_graphs)
-             : 0.0;
+  return padded_tokens_in_graphs > 0 ? 1.0 - static_cast<double>(real_tokens_in_graphs) /
+                                                 static_cast<double>(padded_tokens_in_graphs)
+                                     : 0.0;
 }
 
 ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
-                               const Dispatcher& dispatcher,
-                               const std::vector<TraceRequest>& trace, Engine* engine,
-                               const ServingOptions& options) {
+                               const Dispatcher& dispatcher, const std::vector<TraceRequest>& trace,
+                               Engine* engine, const ServingOptions& options) {
   const DeploymentGeometry geometry = DeploymentGeometry::of(spec).with_num_blocks(num_blocks);
   BlockPool pool(geometry.limits.num_blocks);
   ContinuousBatcher batcher(geometry.limits, pool);
@@ -59,7 +59,7 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
     const StepBatch* step = batcher.schedule();
     if (step == nullptr) {
       if (next >= trace.size()) break;  // cannot happen: an admitted request always fits
-      now = trace[next].arrival_s;     // idle: jump to the next arrival
+      now = trace[next].arrival_s;      // idle: jump to the next arrival
       continue;
     }
     int tokens = 0, decodes = 0;
@@ -85,7 +85,8 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
       const auto start = std::chrono::steady_clock::now();
       const StepResult result = engine->step(batch);
       engine->synchronize();
-      ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+               .count();
       dispatch = {result.mode, result.descriptor};
     }
     ++report.steps_by_mode[static_cast<int>(dispatch.mode)];

@@ -80,13 +80,17 @@ TEST_P(ReferenceAttention, MatchesHostReference) {
   params.logits_soft_cap = c.softcap;
   params.attn_type = c.type;
   if (c.alibi) {
-    for (int h = 0; h < c.heads; ++h) params.alibi_slopes.push_back(std::exp2(-8.0f * (h + 1) / c.heads));
+    for (int h = 0; h < c.heads; ++h)
+      params.alibi_slopes.push_back(std::exp2(-8.0f * (h + 1) / c.heads));
   }
   const AttentionBackend& backend = find_backend(c.backend);
   auto impl = backend.make_impl(params);
 
-  SyntheticBatchSpec spec{.decode_seq_lens = c.decodes, .prefills = c.prefills,
-                          .block_size = c.block_size, .padding_rows = c.padding_rows, .seed = 99};
+  SyntheticBatchSpec spec{.decode_seq_lens = c.decodes,
+                          .prefills = c.prefills,
+                          .block_size = c.block_size,
+                          .padding_rows = c.padding_rows,
+                          .seed = 99};
   if (!cached) {  // encoder attention: no context, no decodes
     spec.decode_seq_lens.clear();
     for (auto& p : spec.prefills) p.seq_len = p.query_len;
@@ -97,29 +101,35 @@ TEST_P(ReferenceAttention, MatchesHostReference) {
 
   // Inputs: queries with std 2 give peaky softmaxes; fp8 keys/values are scaled into e4m3's range.
   const float k_scale = fp8 ? 0.02f : 1.0f, v_scale = fp8 ? 0.03f : 1.0f;
-  HostTensor query(c.dtype, {rows, c.heads, c.head_size}), key(c.dtype, {kv_rows, c.kv_heads, c.head_size}),
+  HostTensor query(c.dtype, {rows, c.heads, c.head_size}),
+      key(c.dtype, {kv_rows, c.kv_heads, c.head_size}),
       value(c.dtype, {kv_rows, c.kv_heads, c.head_size});
   testing::fill_normal(query, rng, 2.0f);
   testing::fill_normal(key, rng);
   testing::fill_normal(value, rng);
 
-  HostTensor cache_before(c.cache_dtype, {2, batch.num_blocks, c.block_size, c.kv_heads, c.head_size});
+  HostTensor cache_before(c.cache_dtype,
+                          {2, batch.num_blocks, c.block_size, c.kv_heads, c.head_size});
   HostTensor cache_after;
   const auto ctx = static_cast<std::int64_t>(batch.context_slot_mapping.size());
-  HostTensor ctx_key(c.dtype, {ctx, c.kv_heads, c.head_size}), ctx_value(c.dtype, {ctx, c.kv_heads, c.head_size});
+  HostTensor ctx_key(c.dtype, {ctx, c.kv_heads, c.head_size}),
+      ctx_value(c.dtype, {ctx, c.kv_heads, c.head_size});
   if (cached) {
     // Unused slots hold garbage that must never be read; the context goes in by the host write.
     std::uniform_int_distribution<int> byte(0, 255);
-    for (std::size_t i = 0; i < cache_before.bytes(); ++i) cache_before.data()[i] = static_cast<std::uint8_t>(byte(rng) & 0x3F);
+    for (std::size_t i = 0; i < cache_before.bytes(); ++i)
+      cache_before.data()[i] = static_cast<std::uint8_t>(byte(rng) & 0x3F);
     testing::fill_normal(ctx_key, rng);
     testing::fill_normal(ctx_value, rng);
-    host_reference::reshape_and_cache(ctx_key.view(), ctx_value.view(),
-                                      cache_view(c, batch.num_blocks, Device::cpu(), cache_before.data()),
-                                      batch.context_slot_mapping, k_scale, v_scale);
+    host_reference::reshape_and_cache(
+        ctx_key.view(), ctx_value.view(),
+        cache_view(c, batch.num_blocks, Device::cpu(), cache_before.data()),
+        batch.context_slot_mapping, k_scale, v_scale);
     cache_after = cache_before;
-    host_reference::reshape_and_cache(key.view(), value.view(),
-                                      cache_view(c, batch.num_blocks, Device::cpu(), cache_after.data()),
-                                      batch.slot_mapping, k_scale, v_scale);
+    host_reference::reshape_and_cache(
+        key.view(), value.view(),
+        cache_view(c, batch.num_blocks, Device::cpu(), cache_after.data()), batch.slot_mapping,
+        k_scale, v_scale);
   }
   const CommonAttentionMetadata common = batch.metadata();
   const auto expected = host_reference::attention(
@@ -132,8 +142,10 @@ TEST_P(ReferenceAttention, MatchesHostReference) {
   auto builder = backend.make_builder(batch.limits(), nullptr);
   auto q = upload(query), k = upload(key), v = upload(value);
   auto kv = upload(cache_before);
-  const TensorView kv_view = cached ? cache_view(c, batch.num_blocks, Device::cuda(), kv.buffer.data()) : TensorView();
-  HostTensor out_host(c.dtype, {rows, c.heads * c.head_size}), lse_host(DType::kF32, {rows, c.heads});
+  const TensorView kv_view =
+      cached ? cache_view(c, batch.num_blocks, Device::cuda(), kv.buffer.data()) : TensorView();
+  HostTensor out_host(c.dtype, {rows, c.heads * c.head_size}),
+      lse_host(DType::kF32, {rows, c.heads});
   out_host.fill_bytes(0xFF);
   lse_host.fill_bytes(0xFF);
   auto out = upload(out_host);
@@ -144,7 +156,8 @@ TEST_P(ReferenceAttention, MatchesHostReference) {
   layer.name = "layers.0.attn";
   layer.k_scale = k_scale;
   layer.v_scale = v_scale;
-  layer.workspace = TensorView(workspace.data(), DType::kU8, {static_cast<std::int64_t>(workspace.bytes())}, Device::cuda());
+  layer.workspace = TensorView(workspace.data(), DType::kU8,
+                               {static_cast<std::int64_t>(workspace.bytes())}, Device::cuda());
   const AttentionMetadata& md = builder->build(common, stream.get());
   impl->forward(layer, q.view, k.view, v.view, kv_view, md, out.view, stream.get(), lse.view);
   stream.synchronize();
@@ -155,7 +168,8 @@ TEST_P(ReferenceAttention, MatchesHostReference) {
   EXPECT_LE(err, c.tolerance) << "relative L2 error of the output";
   for (int r = batch.query_start_loc.back(); r < rows; ++r) {
     for (int i = 0; i < c.heads * c.head_size; ++i) {
-      ASSERT_EQ(out_host.get(std::int64_t(r) * c.heads * c.head_size + i), 0.0f) << "padding row " << r;
+      ASSERT_EQ(out_host.get(std::int64_t(r) * c.heads * c.head_size + i), 0.0f)
+          << "padding row " << r;
     }
   }
   double lse_err = 0.0;
@@ -174,7 +188,8 @@ TEST_P(ReferenceAttention, MatchesHostReference) {
     HostTensor cache_gpu = cache_before;
     download(kv.view, cache_gpu);
     std::size_t differing = 0;
-    for (std::size_t i = 0; i < cache_gpu.bytes(); ++i) differing += cache_gpu.data()[i] != cache_after.data()[i];
+    for (std::size_t i = 0; i < cache_gpu.bytes(); ++i)
+      differing += cache_gpu.data()[i] != cache_after.data()[i];
     EXPECT_EQ(differing, 0u) << "cache bytes that differ from the host cache write";
   }
 
@@ -186,9 +201,12 @@ TEST_P(ReferenceAttention, MatchesHostReference) {
     exact_cache.fill_bytes(0);
     AttentionParams exact = params;
     exact.kv_cache_dtype = c.dtype;
-    host_reference::reshape_and_cache(ctx_key.view(), ctx_value.view(), exact_cache.view(), batch.context_slot_mapping, 1.0f, 1.0f);
-    host_reference::reshape_and_cache(key.view(), value.view(), exact_cache.view(), batch.slot_mapping, 1.0f, 1.0f);
-    const auto unquantised = host_reference::attention(exact, query.view(), {}, {}, exact_cache.view(), common, 1.0f, 1.0f);
+    host_reference::reshape_and_cache(ctx_key.view(), ctx_value.view(), exact_cache.view(),
+                                      batch.context_slot_mapping, 1.0f, 1.0f);
+    host_reference::reshape_and_cache(key.view(), value.view(), exact_cache.view(),
+                                      batch.slot_mapping, 1.0f, 1.0f);
+    const auto unquantised = host_reference::attention(exact, query.view(), {}, {},
+                                                       exact_cache.view(), common, 1.0f, 1.0f);
     const double fp8_err = relative_l2(to_doubles(out_host), unquantised.out);
     EXPECT_LE(fp8_err, 6e-2) << "fp8 cache against unquantised attention";
     RecordProperty("fp8_vs_unquantised", std::to_string(fp8_err));
@@ -199,46 +217,130 @@ TEST_P(ReferenceAttention, MatchesHostReference) {
 std::vector<Case> cases() {
   std::vector<Case> out;
   out.push_back({.name = "bf16_gqa4_d128"});
-  out.push_back({.name = "f16_gqa4_d128", .dtype = DType::kF16, .cache_dtype = DType::kF16, .tolerance = 5e-3});
-  out.push_back({.name = "bf16_gqa8_d64_block32", .heads = 16, .kv_heads = 2, .head_size = 64, .block_size = 32});
+  out.push_back({.name = "f16_gqa4_d128",
+                 .dtype = DType::kF16,
+                 .cache_dtype = DType::kF16,
+                 .tolerance = 5e-3});
+  out.push_back({.name = "bf16_gqa8_d64_block32",
+                 .heads = 16,
+                 .kv_heads = 2,
+                 .head_size = 64,
+                 .block_size = 32});
   out.push_back({.name = "bf16_mqa_d256", .heads = 8, .kv_heads = 1, .head_size = 256});
   out.push_back({.name = "bf16_mha_d128_block64", .heads = 4, .kv_heads = 4, .block_size = 64});
   out.push_back({.name = "bf16_fp8_cache", .cache_dtype = DType::kFp8E4M3});
-  out.push_back({.name = "f16_fp8_cache_d64", .dtype = DType::kF16, .cache_dtype = DType::kFp8E4M3, .head_size = 64, .tolerance = 5e-3});
+  out.push_back({.name = "f16_fp8_cache_d64",
+                 .dtype = DType::kF16,
+                 .cache_dtype = DType::kFp8E4M3,
+                 .head_size = 64,
+                 .tolerance = 5e-3});
   out.push_back({.name = "bf16_sliding_window", .sliding_window = 24});
   out.push_back({.name = "bf16_alibi", .alibi = true});
   out.push_back({.name = "bf16_softcap", .softcap = 5.0f});
-  out.push_back({.name = "bf16_all_features_gqa8", .heads = 16, .kv_heads = 2, .sliding_window = 40, .alibi = true, .softcap = 30.0f});
+  out.push_back({.name = "bf16_all_features_gqa8",
+                 .heads = 16,
+                 .kv_heads = 2,
+                 .sliding_window = 40,
+                 .alibi = true,
+                 .softcap = 30.0f});
   out.push_back({.name = "bf16_padding_rows", .padding_rows = 5});
   out.push_back({.name = "bf16_head_major_cache", .head_major_cache = true});
   out.push_back({.name = "bf16_decode_only_long", .decodes = {1, 300, 1000, 129}, .prefills = {}});
   out.push_back({.name = "bf16_prefill_only", .decodes = {}, .prefills = {{200, 200}, {75, 3}}});
   out.push_back({.name = "bf16_encoder", .type = AttentionType::kEncoder});
-  out.push_back({.name = "f16_encoder_only_window", .dtype = DType::kF16, .cache_dtype = DType::kF16, .sliding_window = 8, .type = AttentionType::kEncoderOnly, .tolerance = 5e-3});
-  out.push_back({.name = "bf16_encoder_only_alibi", .alibi = true, .type = AttentionType::kEncoderOnly});
+  out.push_back({.name = "f16_encoder_only_window",
+                 .dtype = DType::kF16,
+                 .cache_dtype = DType::kF16,
+                 .sliding_window = 8,
+                 .type = AttentionType::kEncoderOnly,
+                 .tolerance = 5e-3});
+  out.push_back(
+      {.name = "bf16_encoder_only_alibi", .alibi = true, .type = AttentionType::kEncoderOnly});
 
   // The paged decode backend: decode rows through split-KV, other rows through the reference.
   const char* pd = "paged_decode";
   const std::vector<int> long_decodes = {1, 16, 17, 300, 1000, 4096};  // length 1 and a long one
   out.push_back({.name = "decode_bf16_gqa4_d128", .backend = pd});
-  out.push_back({.name = "decode_f16_gqa4_d128", .backend = pd, .dtype = DType::kF16, .cache_dtype = DType::kF16, .tolerance = 5e-3});
-  out.push_back({.name = "decode_bf16_long_mixed_lengths", .backend = pd, .heads = 32, .kv_heads = 8, .decodes = long_decodes, .prefills = {}});
-  out.push_back({.name = "decode_bf16_one_split", .backend = pd, .heads = 32, .kv_heads = 8,
-                 .decodes = std::vector<int>(40, 333), .prefills = {{30, 7}}});
-  out.push_back({.name = "decode_bf16_d64_block32_gqa16", .backend = pd, .heads = 32, .kv_heads = 2, .head_size = 64, .block_size = 32, .decodes = long_decodes});
-  out.push_back({.name = "decode_bf16_d256_block64_mha", .backend = pd, .heads = 4, .kv_heads = 4, .head_size = 256, .block_size = 64, .decodes = long_decodes});
-  out.push_back({.name = "decode_bf16_mqa", .backend = pd, .heads = 16, .kv_heads = 1, .decodes = long_decodes});
-  out.push_back({.name = "decode_bf16_gqa3", .backend = pd, .heads = 12, .kv_heads = 4, .head_size = 64});
-  out.push_back({.name = "decode_bf16_gqa2_d256", .backend = pd, .heads = 8, .kv_heads = 4, .head_size = 256});
-  out.push_back({.name = "decode_bf16_fp8", .backend = pd, .cache_dtype = DType::kFp8E4M3, .heads = 32, .kv_heads = 8, .decodes = long_decodes});
-  out.push_back({.name = "decode_f16_fp8_d64_gqa8", .backend = pd, .dtype = DType::kF16, .cache_dtype = DType::kFp8E4M3, .heads = 16, .kv_heads = 2, .head_size = 64, .tolerance = 5e-3});
-  out.push_back({.name = "decode_bf16_fp8_d256_block32", .backend = pd, .cache_dtype = DType::kFp8E4M3, .head_size = 256, .block_size = 32});
-  out.push_back({.name = "decode_bf16_sliding_window", .backend = pd, .decodes = long_decodes, .sliding_window = 100});
-  out.push_back({.name = "decode_bf16_alibi", .backend = pd, .decodes = long_decodes, .alibi = true});
+  out.push_back({.name = "decode_f16_gqa4_d128",
+                 .backend = pd,
+                 .dtype = DType::kF16,
+                 .cache_dtype = DType::kF16,
+                 .tolerance = 5e-3});
+  out.push_back({.name = "decode_bf16_long_mixed_lengths",
+                 .backend = pd,
+                 .heads = 32,
+                 .kv_heads = 8,
+                 .decodes = long_decodes,
+                 .prefills = {}});
+  out.push_back({.name = "decode_bf16_one_split",
+                 .backend = pd,
+                 .heads = 32,
+                 .kv_heads = 8,
+                 .decodes = std::vector<int>(40, 333),
+                 .prefills = {{30, 7}}});
+  out.push_back({.name = "decode_bf16_d64_block32_gqa16",
+                 .backend = pd,
+                 .heads = 32,
+                 .kv_heads = 2,
+                 .head_size = 64,
+                 .block_size = 32,
+                 .decodes = long_decodes});
+  out.push_back({.name = "decode_bf16_d256_block64_mha",
+                 .backend = pd,
+                 .heads = 4,
+                 .kv_heads = 4,
+                 .head_size = 256,
+                 .block_size = 64,
+                 .decodes = long_decodes});
+  out.push_back({.name = "decode_bf16_mqa",
+                 .backend = pd,
+                 .heads = 16,
+                 .kv_heads = 1,
+                 .decodes = long_decodes});
+  out.push_back(
+      {.name = "decode_bf16_gqa3", .backend = pd, .heads = 12, .kv_heads = 4, .head_size = 64});
+  out.push_back({.name = "decode_bf16_gqa2_d256",
+                 .backend = pd,
+                 .heads = 8,
+                 .kv_heads = 4,
+                 .head_size = 256});
+  out.push_back({.name = "decode_bf16_fp8",
+                 .backend = pd,
+                 .cache_dtype = DType::kFp8E4M3,
+                 .heads = 32,
+                 .kv_heads = 8,
+                 .decodes = long_decodes});
+  out.push_back({.name = "decode_f16_fp8_d64_gqa8",
+                 .backend = pd,
+                 .dtype = DType::kF16,
+                 .cache_dtype = DType::kFp8E4M3,
+                 .heads = 16,
+                 .kv_heads = 2,
+                 .head_size = 64,
+                 .tolerance = 5e-3});
+  out.push_back({.name = "decode_bf16_fp8_d256_block32",
+                 .backend = pd,
+                 .cache_dtype = DType::kFp8E4M3,
+                 .head_size = 256,
+                 .block_size = 32});
+  out.push_back({.name = "decode_bf16_sliding_window",
+                 .backend = pd,
+                 .decodes = long_decodes,
+                 .sliding_window = 100});
+  out.push_back(
+      {.name = "decode_bf16_alibi", .backend = pd, .decodes = long_decodes, .alibi = true});
   out.push_back({.name = "decode_bf16_softcap", .backend = pd, .softcap = 5.0f});
-  out.push_back({.name = "decode_bf16_all_features", .backend = pd, .heads = 16, .kv_heads = 2, .decodes = long_decodes, .sliding_window = 700, .alibi = true, .softcap = 30.0f});
+  out.push_back({.name = "decode_bf16_all_features",
+                 .backend = pd,
+                 .heads = 16,
+                 .kv_heads = 2,
+                 .decodes = long_decodes,
+                 .sliding_window = 700,
+                 .alibi = true,
+                 .softcap = 30.0f});
   out.push_back({.name = "decode_bf16_padding_rows", .backend = pd, .padding_rows = 5});
-  out.push_back({.name = "decode_bf16_decode_only", .backend = pd, .decodes = {5, 2000, 77}, .prefills = {}});
+  out.push_back(
+      {.name = "decode_bf16_decode_only", .backend = pd, .decodes = {5, 2000, 77}, .prefills = {}});
   return out;
 }
 
@@ -260,7 +362,8 @@ TEST(ReferenceCrossAttention, WritesEncoderKvThenAttendsWithoutNewKv) {
   auto impl = backend.make_impl(params);
 
   // Encoder lengths 20, 33, 7; decoder queries 1, 1 and 3 tokens (two "decodes" first).
-  SyntheticBatch enc = make_synthetic_batch({.prefills = {{20, 20}, {33, 33}, {7, 7}}, .block_size = 16, .seed = 3});
+  SyntheticBatch enc =
+      make_synthetic_batch({.prefills = {{20, 20}, {33, 33}, {7, 7}}, .block_size = 16, .seed = 3});
   const std::vector<std::int32_t> decoder_qsl = {0, 1, 2, 5};
   CommonAttentionMetadata step = enc.metadata();
   step.query_start_loc = decoder_qsl;
@@ -269,15 +372,18 @@ TEST(ReferenceCrossAttention, WritesEncoderKvThenAttendsWithoutNewKv) {
   BatchLimits limits = enc.limits();
 
   const int rows = 5, enc_rows = static_cast<int>(enc.slot_mapping.size());
-  HostTensor query(DType::kBF16, {rows, 8, 64}), key(DType::kBF16, {enc_rows, 4, 64}), value(DType::kBF16, {enc_rows, 4, 64});
+  HostTensor query(DType::kBF16, {rows, 8, 64}), key(DType::kBF16, {enc_rows, 4, 64}),
+      value(DType::kBF16, {enc_rows, 4, 64});
   testing::fill_normal(query, rng, 2.0f);
   testing::fill_normal(key, rng);
   testing::fill_normal(value, rng);
   HostTensor cache(DType::kBF16, {2, enc.num_blocks, 16, 4, 64});
   cache.fill_bytes(0x3C);
   HostTensor cache_host = cache;
-  host_reference::reshape_and_cache(key.view(), value.view(), cache_host.view(), enc.slot_mapping, 1.0f, 1.0f);
-  const auto expected = host_reference::attention(params, query.view(), {}, {}, cache_host.view(), step, 1.0f, 1.0f);
+  host_reference::reshape_and_cache(key.view(), value.view(), cache_host.view(), enc.slot_mapping,
+                                    1.0f, 1.0f);
+  const auto expected =
+      host_reference::attention(params, query.view(), {}, {}, cache_host.view(), step, 1.0f, 1.0f);
 
   Stream stream = Stream::create();
   auto builder = backend.make_builder(limits, nullptr);
@@ -290,8 +396,8 @@ TEST(ReferenceCrossAttention, WritesEncoderKvThenAttendsWithoutNewKv) {
     out_host.fill_bytes(0xFF);
     auto out = upload(out_host);
     const AttentionMetadata& md = builder->build(s, stream.get());
-    impl->forward(layer, q.view, pass == 0 ? k.view : TensorView(), pass == 0 ? v.view : TensorView(),
-                  kv.view, md, out.view, stream.get());
+    impl->forward(layer, q.view, pass == 0 ? k.view : TensorView(),
+                  pass == 0 ? v.view : TensorView(), kv.view, md, out.view, stream.get());
     stream.synchronize();
     download(out.view, out_host);
     EXPECT_LE(relative_l2(to_doubles(out_host), expected.out), 1e-2) << "pass " << pass;
@@ -314,8 +420,18 @@ TEST_P(AttentionGraph, ReplayAfterNewMetadataMatchesHostReference) {
 
   // Two batches of the same shape (4 decodes + one 6-token prefill, 2 padding rows) with
   // different lengths and block tables; the pool and limits cover both.
-  const SyntheticBatchSpec shape_a{.decode_seq_lens = {5, 90, 17, 300}, .prefills = {{40, 6}}, .block_size = 16, .padding_rows = 2, .spare_blocks = 40, .seed = 1};
-  const SyntheticBatchSpec shape_b{.decode_seq_lens = {260, 3, 64, 129}, .prefills = {{6, 6}}, .block_size = 16, .padding_rows = 2, .spare_blocks = 40, .seed = 2};
+  const SyntheticBatchSpec shape_a{.decode_seq_lens = {5, 90, 17, 300},
+                                   .prefills = {{40, 6}},
+                                   .block_size = 16,
+                                   .padding_rows = 2,
+                                   .spare_blocks = 40,
+                                   .seed = 1};
+  const SyntheticBatchSpec shape_b{.decode_seq_lens = {260, 3, 64, 129},
+                                   .prefills = {{6, 6}},
+                                   .block_size = 16,
+                                   .padding_rows = 2,
+                                   .spare_blocks = 40,
+                                   .seed = 2};
   const SyntheticBatch a = make_synthetic_batch(shape_a), b = make_synthetic_batch(shape_b);
   const int num_blocks = std::max(a.num_blocks, b.num_blocks);
   BatchLimits limits = a.limits();
@@ -329,14 +445,17 @@ TEST_P(AttentionGraph, ReplayAfterNewMetadataMatchesHostReference) {
   HostTensor cache(DType::kBF16, backend.kv_cache_shape(num_blocks, 16, 2, 128, DType::kBF16));
   testing::fill_normal(cache, rng);  // every slot holds some context
   auto kv = upload(cache);
-  kv.view = kv_cache_view(backend, kv.buffer.data(), Device::cuda(), num_blocks, 16, 2, 128, DType::kBF16);
-  HostTensor query(DType::kBF16, {rows, 8, 128}), key(DType::kBF16, {rows, 2, 128}), value(DType::kBF16, {rows, 2, 128});
+  kv.view = kv_cache_view(backend, kv.buffer.data(), Device::cuda(), num_blocks, 16, 2, 128,
+                          DType::kBF16);
+  HostTensor query(DType::kBF16, {rows, 8, 128}), key(DType::kBF16, {rows, 2, 128}),
+      value(DType::kBF16, {rows, 2, 128});
   auto q = upload(query), k = upload(key), v = upload(value);
   HostTensor out_host(DType::kBF16, {rows, 8, 128});
   auto out = upload(out_host);
   DeviceBuffer workspace(impl->workspace_bytes(limits));
   AttentionLayer layer;
-  layer.workspace = TensorView(workspace.data(), DType::kU8, {static_cast<std::int64_t>(workspace.bytes())}, Device::cuda());
+  layer.workspace = TensorView(workspace.data(), DType::kU8,
+                               {static_cast<std::int64_t>(workspace.bytes())}, Device::cuda());
 
   // Capture once against batch a's metadata buffers.
   const AttentionMetadata& md = builder->build(a.metadata(), stream.get());
@@ -348,7 +467,8 @@ TEST_P(AttentionGraph, ReplayAfterNewMetadataMatchesHostReference) {
   FF_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
 
   HostTensor cache_now = cache;
-  const TensorView now_layout = kv_cache_view(backend, cache_now.data(), Device::cpu(), num_blocks, 16, 2, 128, DType::kBF16);
+  const TensorView now_layout =
+      kv_cache_view(backend, cache_now.data(), Device::cpu(), num_blocks, 16, 2, 128, DType::kBF16);
   for (const SyntheticBatch* batch : {&a, &b, &a}) {
     testing::fill_normal(query, rng, 2.0f);
     testing::fill_normal(key, rng);
@@ -357,14 +477,17 @@ TEST_P(AttentionGraph, ReplayAfterNewMetadataMatchesHostReference) {
     FF_CUDA_CHECK(cudaMemcpy(k.buffer.data(), key.data(), key.bytes(), cudaMemcpyHostToDevice));
     FF_CUDA_CHECK(cudaMemcpy(v.buffer.data(), value.data(), value.bytes(), cudaMemcpyHostToDevice));
     out_host.fill_bytes(0xFF);
-    FF_CUDA_CHECK(cudaMemcpy(out.buffer.data(), out_host.data(), out_host.bytes(), cudaMemcpyHostToDevice));
+    FF_CUDA_CHECK(
+        cudaMemcpy(out.buffer.data(), out_host.data(), out_host.bytes(), cudaMemcpyHostToDevice));
     const AttentionMetadata& fresh = builder->build(batch->metadata(), stream.get());
     ASSERT_EQ(fresh.block_table, md.block_table) << "persistent buffers must not move";
     FF_CUDA_CHECK(cudaGraphLaunch(exec, stream.get()));
     stream.synchronize();
     download(out.view, out_host);
-    host_reference::reshape_and_cache(key.view(), value.view(), now_layout, batch->slot_mapping, 1.0f, 1.0f);
-    const auto expected = host_reference::attention(params, query.view(), {}, {}, now_layout, batch->metadata(), 1.0f, 1.0f);
+    host_reference::reshape_and_cache(key.view(), value.view(), now_layout, batch->slot_mapping,
+                                      1.0f, 1.0f);
+    const auto expected = host_reference::attention(params, query.view(), {}, {}, now_layout,
+                                                    batch->metadata(), 1.0f, 1.0f);
     EXPECT_LE(relative_l2(to_doubles(out_host), expected.out), 1e-2);
   }
   cudaGraphExecDestroy(exec);
@@ -385,11 +508,13 @@ TEST(ReferenceAttentionErrors, RejectedCallsLeaveOutputsAndMetadataUntouched) {
   params.kv_cache_dtype = DType::kBF16;
   const AttentionBackend& backend = find_backend("reference");
   auto impl = backend.make_impl(params);
-  const SyntheticBatch batch = make_synthetic_batch({.decode_seq_lens = {10, 20}, .block_size = 16});
+  const SyntheticBatch batch =
+      make_synthetic_batch({.decode_seq_lens = {10, 20}, .block_size = 16});
   auto builder = backend.make_builder(batch.limits(), nullptr);
   Stream stream = Stream::create();
   std::mt19937 rng(3);
-  HostTensor query(DType::kBF16, {2, 4, 64}), key(DType::kBF16, {2, 2, 64}), cache(DType::kBF16, {2, batch.num_blocks, 16, 2, 64});
+  HostTensor query(DType::kBF16, {2, 4, 64}), key(DType::kBF16, {2, 2, 64}),
+      cache(DType::kBF16, {2, batch.num_blocks, 16, 2, 64});
   testing::fill_normal(query, rng);
   testing::fill_normal(key, rng);
   testing::fill_normal(cache, rng);
@@ -403,7 +528,9 @@ TEST(ReferenceAttentionErrors, RejectedCallsLeaveOutputsAndMetadataUntouched) {
   HostTensor bad_lse(DType::kF32, {2, 3});
   auto lse = upload(bad_lse);
   AttentionLayer layer;
-  EXPECT_THROW(impl->forward(layer, q.view, k.view, k.view, kv.view, md, out.view, stream.get(), lse.view), Error);
+  EXPECT_THROW(
+      impl->forward(layer, q.view, k.view, k.view, kv.view, md, out.view, stream.get(), lse.view),
+      Error);
   stream.synchronize();
   HostTensor after(DType::kBF16, {2, 4, 64});
   download(out.view, after);
@@ -454,7 +581,9 @@ TEST(MetadataBuilder, BlockTableByRowsEqualsFlat) {
   FF_REQUIRE_GPU();
   for (const int max_blocks : {64, 16384}) {
     SCOPED_TRACE("max_blocks_per_req " + std::to_string(max_blocks));
-    BatchLimits limits{.max_num_reqs = 8, .max_num_tokens = 64, .max_blocks_per_req = max_blocks,
+    BatchLimits limits{.max_num_reqs = 8,
+                       .max_num_tokens = 64,
+                       .max_blocks_per_req = max_blocks,
                        .block_size = 16};
     DeviceBuffer memory(MetadataBuilder::device_bytes(limits));
     MetadataBuilder builder(limits, GraphSupport::kAlways, memory.data());
@@ -511,8 +640,10 @@ TEST(MetadataBuilder, StagingOverTheLastStepEqualsStagingAfresh) {
   FF_REQUIRE_GPU();
   for (const int max_blocks : {64, 16384}) {
     SCOPED_TRACE("max_blocks_per_req " + std::to_string(max_blocks));
-    const BatchLimits limits{.max_num_reqs = 8, .max_num_tokens = 64,
-                             .max_blocks_per_req = max_blocks, .block_size = 16};
+    const BatchLimits limits{.max_num_reqs = 8,
+                             .max_num_tokens = 64,
+                             .max_blocks_per_req = max_blocks,
+                             .block_size = 16};
     MetadataBuilder builder(limits, GraphSupport::kAlways, nullptr);
     std::mt19937 rng(max_blocks);
     const int max_len = std::min(max_blocks * 16, 1000);
@@ -584,8 +715,10 @@ TEST(MetadataBuilder, BlockIdsOutsideThePoolAreRefused) {
   FF_REQUIRE_GPU();
   for (const int max_blocks : {64, 16384}) {
     SCOPED_TRACE("max_blocks_per_req " + std::to_string(max_blocks));
-    const BatchLimits limits{.max_num_reqs = 8, .max_num_tokens = 64,
-                             .max_blocks_per_req = max_blocks, .block_size = 16,
+    const BatchLimits limits{.max_num_reqs = 8,
+                             .max_num_tokens = 64,
+                             .max_blocks_per_req = max_blocks,
+                             .block_size = 16,
                              .num_blocks = 1000};
     MetadataBuilder builder(limits, GraphSupport::kAlways, nullptr);
     std::mt19937 rng(max_blocks + 1);

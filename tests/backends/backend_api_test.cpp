@@ -41,7 +41,8 @@ TEST(Registry, FindsBuiltinsAndListsThemForUnknownNames) {
   const Error e = error_of([] { (void)find_backend("flash_attn"); });
   EXPECT_EQ(e.code(), ErrorCode::kNotFound);
   EXPECT_NE(e.message().find("'flash_attn'"), std::string::npos) << e.message();
-  EXPECT_NE(e.message().find("paged_decode, reference, reference_mla"), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("paged_decode, reference, reference_mla"), std::string::npos)
+      << e.message();
 }
 
 TEST(Registry, RejectsDuplicateNames) {
@@ -50,7 +51,9 @@ TEST(Registry, RejectsDuplicateNames) {
     std::string_view name() const override { return "reference"; }
     bool is_mla() const override { return false; }
     GraphSupport graph_support() const override { return GraphSupport::kNever; }
-    std::vector<std::int64_t> kv_cache_shape(std::int64_t, int, int, int, DType) const override { return {}; }
+    std::vector<std::int64_t> kv_cache_shape(std::int64_t, int, int, int, DType) const override {
+      return {};
+    }
     std::vector<int> kv_cache_stride_order() const override { return {}; }
     bool accept_output_buffer() const override { return false; }
     bool supports_quant_query_input() const override { return false; }
@@ -87,7 +90,8 @@ TEST(ReferenceBackend, KvCacheShapeStrideOrderAndBytes) {
   EXPECT_TRUE(v.is_contiguous());
   EXPECT_EQ(v.stride(1), 16 * 8 * 128);
   const AttentionBackend& mla = find_backend("reference_mla");
-  EXPECT_EQ(mla.kv_cache_shape(10, 64, 1, 576, DType::kBF16), (std::vector<std::int64_t>{10, 64, 576}));
+  EXPECT_EQ(mla.kv_cache_shape(10, 64, 1, 576, DType::kBF16),
+            (std::vector<std::int64_t>{10, 64, 576}));
   EXPECT_THROW((void)mla.kv_cache_shape(10, 64, 2, 576, DType::kBF16), Error);
 }
 
@@ -113,15 +117,30 @@ TEST(ReferenceBackend, MakeImplRejectsBadParameters) {
     const char* needle;
   };
   const Case cases[] = {
-      {"head size", [](AttentionParams& p) { p.head_size = 72; }, ErrorCode::kUnsupported, "head_size 72"},
-      {"head ratio", [](AttentionParams& p) { p.num_kv_heads = 5; }, ErrorCode::kInvalidArgument, "multiple of num_kv_heads"},
-      {"no heads", [](AttentionParams& p) { p.num_heads = 0; }, ErrorCode::kInvalidArgument, "num_heads"},
-      {"cache dtype", [](AttentionParams& p) { p.kv_cache_dtype = DType::kI32; }, ErrorCode::kUnsupported, "kv_cache_dtype i32"},
-      {"alibi count", [](AttentionParams& p) { p.alibi_slopes = {1.0f, 2.0f}; }, ErrorCode::kInvalidArgument, "alibi_slopes"},
-      {"window", [](AttentionParams& p) { p.sliding_window = 0; }, ErrorCode::kInvalidArgument, "sliding_window"},
-      {"soft cap", [](AttentionParams& p) { p.logits_soft_cap = -1.0f; }, ErrorCode::kInvalidArgument, "logits_soft_cap"},
+      {"head size", [](AttentionParams& p) { p.head_size = 72; }, ErrorCode::kUnsupported,
+       "head_size 72"},
+      {"head ratio", [](AttentionParams& p) { p.num_kv_heads = 5; }, ErrorCode::kInvalidArgument,
+       "multiple of num_kv_heads"},
+      {"no heads", [](AttentionParams& p) { p.num_heads = 0; }, ErrorCode::kInvalidArgument,
+       "num_heads"},
+      {"cache dtype", [](AttentionParams& p) { p.kv_cache_dtype = DType::kI32; },
+       ErrorCode::kUnsupported, "kv_cache_dtype i32"},
+      {"alibi count",
+       [](AttentionParams& p) {
+         p.alibi_slopes = {1.0f, 2.0f};
+       },
+       ErrorCode::kInvalidArgument, "alibi_slopes"},
+      {"window", [](AttentionParams& p) { p.sliding_window = 0; }, ErrorCode::kInvalidArgument,
+       "sliding_window"},
+      {"soft cap", [](AttentionParams& p) { p.logits_soft_cap = -1.0f; },
+       ErrorCode::kInvalidArgument, "logits_soft_cap"},
       {"scale", [](AttentionParams& p) { p.scale = NAN; }, ErrorCode::kInvalidArgument, "scale"},
-      {"cross + alibi", [](AttentionParams& p) { p.attn_type = AttentionType::kEncoderDecoder; p.alibi_slopes.assign(32, 0.5f); }, ErrorCode::kUnsupported, "encoder_decoder"},
+      {"cross + alibi",
+       [](AttentionParams& p) {
+         p.attn_type = AttentionType::kEncoderDecoder;
+         p.alibi_slopes.assign(32, 0.5f);
+       },
+       ErrorCode::kUnsupported, "encoder_decoder"},
   };
   for (const Case& c : cases) {
     AttentionParams p = llama_like();
@@ -150,7 +169,8 @@ class ForwardValidation : public ::testing::Test {
     output = TensorView(fake(0x4000), DType::kBF16, {4, 32 * 128}, Device::cuda());
   }
   Error forward_error() {
-    return error_of([&] { impl->forward(layer, query, key, value, cache, md, output, nullptr, lse, quant); });
+    return error_of(
+        [&] { impl->forward(layer, query, key, value, cache, md, output, nullptr, lse, quant); });
   }
   std::unique_ptr<AttentionImpl> impl;
   AttentionLayer layer;
@@ -200,7 +220,8 @@ TEST(PagedDecodeBackend, DeclaresAHeadMajorCacheAndDecoderOnly) {
   const AttentionBackend& b = find_backend("paged_decode");
   EXPECT_EQ(b.graph_support(), GraphSupport::kAlways);
   EXPECT_EQ(b.kv_cache_stride_order(), (std::vector<int>{0, 1, 3, 2, 4}));
-  const TensorView v = kv_cache_view(b, reinterpret_cast<void*>(0x1000), Device::cuda(), 10, 16, 8, 128, DType::kBF16);
+  const TensorView v = kv_cache_view(b, reinterpret_cast<void*>(0x1000), Device::cuda(), 10, 16, 8,
+                                     128, DType::kBF16);
   EXPECT_EQ(v.stride(2), 128) << "tokens of one head are adjacent";
   EXPECT_EQ(v.stride(3), 16 * 128) << "heads are a block's outer dimension";
   AttentionParams p = llama_like();
@@ -209,7 +230,8 @@ TEST(PagedDecodeBackend, DeclaresAHeadMajorCacheAndDecoderOnly) {
   EXPECT_EQ(error_of([&] { (void)b.make_impl(p); }).code(), ErrorCode::kUnsupported);
   p = llama_like();
   p.attn_type = AttentionType::kEncoderOnly;
-  EXPECT_NE(error_of([&] { (void)b.make_impl(p); }).message().find("decoder attention only"), std::string::npos);
+  EXPECT_NE(error_of([&] { (void)b.make_impl(p); }).message().find("decoder attention only"),
+            std::string::npos);
 }
 
 TEST(ReferenceMlaBackend, RejectsBadParametersAndWeights) {
@@ -223,16 +245,24 @@ TEST(ReferenceMlaBackend, RejectsBadParametersAndWeights) {
   p.v_head_dim = 128;
   p.scale = 0.07f;
   MlaWeights w;
-  w.q_proj = TensorView(reinterpret_cast<void*>(0x1000), DType::kBF16, {16 * 192, 1536}, Device::cuda());
-  w.kv_b_proj = TensorView(reinterpret_cast<void*>(0x2000), DType::kBF16, {16 * 256, 512}, Device::cuda());
+  w.q_proj =
+      TensorView(reinterpret_cast<void*>(0x1000), DType::kBF16, {16 * 192, 1536}, Device::cuda());
+  w.kv_b_proj =
+      TensorView(reinterpret_cast<void*>(0x2000), DType::kBF16, {16 * 256, 512}, Device::cuda());
   EXPECT_NO_THROW((void)b.make_mla_impl(p, w));
   MlaParams bad_rank = p;
   bad_rank.kv_lora_rank = 300;
-  EXPECT_NE(error_of([&] { (void)b.make_mla_impl(bad_rank, w); }).message().find("kv_lora_rank 300"), std::string::npos);
+  EXPECT_NE(
+      error_of([&] { (void)b.make_mla_impl(bad_rank, w); }).message().find("kv_lora_rank 300"),
+      std::string::npos);
   MlaWeights bad_w = w;
-  bad_w.kv_b_proj = TensorView(reinterpret_cast<void*>(0x2000), DType::kBF16, {16 * 255, 512}, Device::cuda());
-  EXPECT_NE(error_of([&] { (void)b.make_mla_impl(p, bad_w); }).message().find("kv_b_proj has shape"), std::string::npos);
-  EXPECT_EQ(error_of([&] { (void)b.make_impl(AttentionParams{}); }).code(), ErrorCode::kUnsupported);
+  bad_w.kv_b_proj =
+      TensorView(reinterpret_cast<void*>(0x2000), DType::kBF16, {16 * 255, 512}, Device::cuda());
+  EXPECT_NE(
+      error_of([&] { (void)b.make_mla_impl(p, bad_w); }).message().find("kv_b_proj has shape"),
+      std::string::npos);
+  EXPECT_EQ(error_of([&] { (void)b.make_impl(AttentionParams{}); }).code(),
+            ErrorCode::kUnsupported);
 }
 
 }  // namespace

@@ -49,7 +49,8 @@ struct TinyProblem {
     }
   }
   host_reference::AttentionResult run() const {
-    return host_reference::attention(params, query.view(), {}, {}, cache.view(), batch.metadata(), 1.0f, 1.0f);
+    return host_reference::attention(params, query.view(), {}, {}, cache.view(), batch.metadata(),
+                                     1.0f, 1.0f);
   }
 };
 
@@ -73,9 +74,9 @@ TEST(HostReference, CausalPrefillRowsSeeOnlyTheirPast) {
   // Three new tokens, no context: row i averages values 0..i (equal scores).
   TinyProblem p(3, 3, {{0, 0}, {0, 0}, {0, 0}}, {{6, 0}, {0, 6}, {3, 3}}, {1.0f, 1.0f});
   const auto r = p.run();
-  EXPECT_NEAR(r.out[0], 6.0, 1e-15);                       // row 0: value 0
-  EXPECT_NEAR(r.out[2], 3.0, 1e-15);                       // row 1: mean of 6 and 0
-  EXPECT_NEAR(r.out[4], 3.0, 1e-15);                       // row 2: mean of 6, 0, 3
+  EXPECT_NEAR(r.out[0], 6.0, 1e-15);  // row 0: value 0
+  EXPECT_NEAR(r.out[2], 3.0, 1e-15);  // row 1: mean of 6 and 0
+  EXPECT_NEAR(r.out[4], 3.0, 1e-15);  // row 2: mean of 6, 0, 3
   EXPECT_NEAR(r.out[5], 3.0, 1e-15);
 }
 
@@ -90,7 +91,7 @@ TEST(HostReference, SlidingWindowOfOneSeesOnlyItself) {
 TEST(HostReference, AlibiAndSoftCapShapeTheScores) {
   // Two keys with raw scores 4 and 0; the query is at position 1.
   TinyProblem p(2, 1, {{4, 0}, {0, 0}}, {{1, 0}, {0, 1}}, {1.0f, 0.0f});
-  p.params.alibi_slopes = {0.5f};  // key 0 gets −0.5
+  p.params.alibi_slopes = {0.5f};   // key 0 gets −0.5
   p.params.logits_soft_cap = 2.0f;  // 4 → 2·tanh(2)
   const auto r = p.run();
   const double s0 = 2.0 * std::tanh(2.0) - 0.5, s1 = 0.0;
@@ -122,7 +123,8 @@ TEST(HostReference, MergeOfShardsEqualsUnshardedAttention) {
   params.head_size = d;
   params.scale = 0.3f;
   params.kv_cache_dtype = DType::kF32;
-  HostTensor keys(DType::kF32, {len, 1, d}), values(DType::kF32, {len, 1, d}), q(DType::kF32, {1, 1, d});
+  HostTensor keys(DType::kF32, {len, 1, d}), values(DType::kF32, {len, 1, d}),
+      q(DType::kF32, {1, 1, d});
   testing::fill_normal(keys, rng);
   testing::fill_normal(values, rng);
   testing::fill_normal(q, rng);
@@ -130,7 +132,8 @@ TEST(HostReference, MergeOfShardsEqualsUnshardedAttention) {
   auto attend = [&](const std::vector<int>& positions) {
     const int n = static_cast<int>(positions.size());
     const SyntheticBatch b = make_synthetic_batch({.decode_seq_lens = {n}, .block_size = 4});
-    HostTensor cache(DType::kF32, {2, b.num_blocks, 4, 1, d}), k(DType::kF32, {n, 1, d}), v(DType::kF32, {n, 1, d});
+    HostTensor cache(DType::kF32, {2, b.num_blocks, 4, 1, d}), k(DType::kF32, {n, 1, d}),
+        v(DType::kF32, {n, 1, d});
     cache.fill_bytes(0);
     for (int j = 0; j < n; ++j) {
       for (int e = 0; e < d; ++e) {
@@ -141,7 +144,8 @@ TEST(HostReference, MergeOfShardsEqualsUnshardedAttention) {
     std::vector<std::int64_t> slots = b.context_slot_mapping;
     slots.insert(slots.end(), b.slot_mapping.begin(), b.slot_mapping.end());
     host_reference::reshape_and_cache(k.view(), v.view(), cache.view(), slots, 1.0f, 1.0f);
-    return host_reference::attention(params, q.view(), {}, {}, cache.view(), b.metadata(), 1.0f, 1.0f);
+    return host_reference::attention(params, q.view(), {}, {}, cache.view(), b.metadata(), 1.0f,
+                                     1.0f);
   };
   std::vector<int> all(len);
   for (int j = 0; j < len; ++j) all[j] = j;
@@ -175,8 +179,11 @@ TEST(HostReference, MergeOfEmptyShardsIsZeroAndMinusInfinity) {
 }
 
 TEST(SyntheticBatch, SlotsFollowThePermutedBlockTable) {
-  const SyntheticBatch b = make_synthetic_batch(
-      {.decode_seq_lens = {5, 17}, .prefills = {{40, 7}}, .block_size = 16, .padding_rows = 3, .seed = 5});
+  const SyntheticBatch b = make_synthetic_batch({.decode_seq_lens = {5, 17},
+                                                 .prefills = {{40, 7}},
+                                                 .block_size = 16,
+                                                 .padding_rows = 3,
+                                                 .seed = 5});
   EXPECT_EQ(b.num_decodes, 2);
   EXPECT_EQ(b.num_tokens, 1 + 1 + 7 + 3);
   EXPECT_EQ(b.query_start_loc, (std::vector<std::int32_t>{0, 1, 2, 9}));

@@ -38,7 +38,8 @@ TEST_P(LseMerge, MatchesHostMerge) {
   FF_REQUIRE_GPU();
   const MergeCase& c = GetParam();
   std::mt19937 rng(8);
-  HostTensor partial(c.in, {c.parts, c.tokens, c.heads, c.head_size}), lse(DType::kF32, {c.parts, c.tokens, c.heads});
+  HostTensor partial(c.in, {c.parts, c.tokens, c.heads, c.head_size}),
+      lse(DType::kF32, {c.parts, c.tokens, c.heads});
   testing::fill_normal(partial, rng);
   testing::fill_uniform(lse, rng, -20.0f, 20.0f);
   // Empty shards: every third state, and for token 1 every shard of head 0.
@@ -47,12 +48,14 @@ TEST_P(LseMerge, MatchesHostMerge) {
   for (int r = 0; r < c.parts; ++r) lse.set((std::int64_t(r) * c.tokens + 1) * c.heads + 0, -inf);
 
   std::vector<double> want_out, want_lse;
-  host_reference::merge_attention_states(to_doubles(partial), to_doubles(lse), c.parts, c.tokens, c.heads,
-                                         c.head_size, want_out, want_lse);
-  HostTensor out(c.out, {c.tokens, c.heads, c.head_size}), out_lse(DType::kF32, {c.tokens, c.heads});
+  host_reference::merge_attention_states(to_doubles(partial), to_doubles(lse), c.parts, c.tokens,
+                                         c.heads, c.head_size, want_out, want_lse);
+  HostTensor out(c.out, {c.tokens, c.heads, c.head_size}),
+      out_lse(DType::kF32, {c.tokens, c.heads});
   out.fill_bytes(0xFF);
   out_lse.fill_bytes(0xFF);
-  auto d_partial = upload(partial), d_lse = upload(lse), d_out = upload(out), d_out_lse = upload(out_lse);
+  auto d_partial = upload(partial), d_lse = upload(lse), d_out = upload(out),
+       d_out_lse = upload(out_lse);
   merge_attention_states(d_partial.view, d_lse.view, d_out.view, d_out_lse.view, nullptr);
   FF_CUDA_CHECK(cudaDeviceSynchronize());
   download(d_out.view, out);
@@ -67,21 +70,24 @@ TEST_P(LseMerge, MatchesHostMerge) {
     }
   }
   // Token 1, head 0 saw no key anywhere: zeros, never NaN.
-  for (int d = 0; d < c.head_size; ++d) ASSERT_EQ(out.get(std::int64_t(1) * c.heads * c.head_size + d), 0.0f);
+  for (int d = 0; d < c.head_size; ++d)
+    ASSERT_EQ(out.get(std::int64_t(1) * c.heads * c.head_size + d), 0.0f);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, LseMerge,
-    ::testing::Values(MergeCase{"f32_to_f32_dcp4", DType::kF32, DType::kF32, 4, 33, 8, 128, 1e-6},
-                      MergeCase{"f32_to_bf16_split16", DType::kF32, DType::kBF16, 16, 7, 32, 128, 1e-2},
-                      MergeCase{"bf16_to_bf16_dcp2", DType::kBF16, DType::kBF16, 2, 64, 4, 64, 1e-2},
-                      MergeCase{"f16_to_f16_dcp8_d256", DType::kF16, DType::kF16, 8, 5, 2, 256, 5e-3},
-                      MergeCase{"f32_single_part", DType::kF32, DType::kF32, 1, 9, 3, 80, 1e-6}),
+    ::testing::Values(
+        MergeCase{"f32_to_f32_dcp4", DType::kF32, DType::kF32, 4, 33, 8, 128, 1e-6},
+        MergeCase{"f32_to_bf16_split16", DType::kF32, DType::kBF16, 16, 7, 32, 128, 1e-2},
+        MergeCase{"bf16_to_bf16_dcp2", DType::kBF16, DType::kBF16, 2, 64, 4, 64, 1e-2},
+        MergeCase{"f16_to_f16_dcp8_d256", DType::kF16, DType::kF16, 8, 5, 2, 256, 5e-3},
+        MergeCase{"f32_single_part", DType::kF32, DType::kF32, 1, 9, 3, 80, 1e-6}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(LseMergeErrors, MismatchedShapesAreRejectedBeforeLaunch) {
   FF_REQUIRE_GPU();
-  HostTensor partial(DType::kF32, {2, 3, 4, 8}), lse(DType::kF32, {2, 3, 5}), out(DType::kF32, {3, 4, 8});
+  HostTensor partial(DType::kF32, {2, 3, 4, 8}), lse(DType::kF32, {2, 3, 5}),
+      out(DType::kF32, {3, 4, 8});
   out.fill_bytes(0xAB);
   auto d_partial = upload(partial), d_lse = upload(lse), d_out = upload(out);
   try {

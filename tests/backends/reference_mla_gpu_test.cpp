@@ -59,10 +59,14 @@ TEST_P(ReferenceMla, MatchesHostReference) {
   testing::fill_normal(q_proj, rng, 2.0f / std::sqrt(static_cast<float>(c.q_lora_rank)));
   testing::fill_normal(kv_b_proj, rng, 1.0f / std::sqrt(static_cast<float>(c.kv_lora_rank)));
 
-  const SyntheticBatch batch = make_synthetic_batch({.decode_seq_lens = c.decodes, .prefills = c.prefills,
-                                                     .block_size = c.block_size, .padding_rows = c.padding_rows, .seed = 17});
+  const SyntheticBatch batch = make_synthetic_batch({.decode_seq_lens = c.decodes,
+                                                     .prefills = c.prefills,
+                                                     .block_size = c.block_size,
+                                                     .padding_rows = c.padding_rows,
+                                                     .seed = 17});
   const int rows = batch.num_tokens, latent = c.kv_lora_rank + c.rope;
-  HostTensor cq(c.dtype, {rows, c.q_lora_rank}), kv_c(c.dtype, {rows, c.kv_lora_rank}), k_pe(c.dtype, {rows, c.rope});
+  HostTensor cq(c.dtype, {rows, c.q_lora_rank}), kv_c(c.dtype, {rows, c.kv_lora_rank}),
+      k_pe(c.dtype, {rows, c.rope});
   testing::fill_normal(cq, rng);
   testing::fill_normal(kv_c, rng);
   testing::fill_normal(k_pe, rng);
@@ -72,8 +76,8 @@ TEST_P(ReferenceMla, MatchesHostReference) {
   testing::fill_normal(cache, rng);
   HostTensor cache_host = cache;
   MlaWeights host_weights{q_proj.view(), kv_b_proj.view()};
-  const auto expected = host_reference::mla_forward(p, host_weights, cq.view(), kv_c.view(), k_pe.view(),
-                                                    cache_host.view(), batch.metadata());
+  const auto expected = host_reference::mla_forward(
+      p, host_weights, cq.view(), kv_c.view(), k_pe.view(), cache_host.view(), batch.metadata());
 
   auto d_q_proj = upload(q_proj), d_kv_b = upload(kv_b_proj);
   const AttentionBackend& backend = find_backend("reference_mla");
@@ -92,9 +96,11 @@ TEST_P(ReferenceMla, MatchesHostReference) {
 
   AttentionLayer layer;
   layer.name = "layers.0.mla";
-  layer.workspace = TensorView(workspace.data(), DType::kU8, {static_cast<std::int64_t>(workspace.bytes())}, Device::cuda());
+  layer.workspace = TensorView(workspace.data(), DType::kU8,
+                               {static_cast<std::int64_t>(workspace.bytes())}, Device::cuda());
   const AttentionMetadata& md = builder->build(batch.metadata(), stream.get());
-  impl->forward(layer, d_cq.view, d_kv_c.view, d_k_pe.view, d_cache.view, md, out.view, stream.get(), lse.view);
+  impl->forward(layer, d_cq.view, d_kv_c.view, d_k_pe.view, d_cache.view, md, out.view,
+                stream.get(), lse.view);
   stream.synchronize();
   download(out.view, out_host);
   download(lse.view, lse_host);
@@ -107,7 +113,8 @@ TEST_P(ReferenceMla, MatchesHostReference) {
       ASSERT_EQ(lse_host.get(i), expected.lse_ln[i]) << "LSE " << i;
     } else {
       ASSERT_TRUE(std::isfinite(lse_host.get(i))) << "LSE " << i << " unwritten";
-      lse_err = std::max(lse_err, std::abs(lse_host.get(i) - expected.lse_ln[i]) / std::max(1.0, std::abs(expected.lse_ln[i])));
+      lse_err = std::max(lse_err, std::abs(lse_host.get(i) - expected.lse_ln[i]) /
+                                      std::max(1.0, std::abs(expected.lse_ln[i])));
     }
   }
   EXPECT_LE(lse_err, 2e-3) << "largest relative LSE error";
@@ -133,14 +140,49 @@ TEST_P(ReferenceMla, MatchesHostReference) {
 
 std::vector<MlaCase> mla_cases() {
   return {
-      {.name = "small_mixed", .heads = 4, .q_lora_rank = 64, .kv_lora_rank = 128, .rope = 32, .nope = 64, .v = 64,
-       .block_size = 16, .decodes = {1, 30, 77}, .prefills = {{50, 13}, {9, 9}}},
-      {.name = "deepseek_v2_lite_dims", .heads = 16, .q_lora_rank = 256, .kv_lora_rank = 512, .rope = 64, .nope = 128,
-       .v = 128, .block_size = 64, .decodes = {65, 200}, .prefills = {{70, 6}}, .padding_rows = 3},
-      {.name = "decode_only_f16", .heads = 8, .q_lora_rank = 128, .kv_lora_rank = 256, .rope = 64, .nope = 64, .v = 96,
-       .block_size = 32, .decodes = {1, 33, 64, 150}, .prefills = {}, .dtype = DType::kF16, .tolerance = 5e-3},
-      {.name = "prefill_only", .heads = 4, .q_lora_rank = 64, .kv_lora_rank = 64, .rope = 32, .nope = 32, .v = 32,
-       .block_size = 16, .decodes = {}, .prefills = {{40, 40}, {23, 5}}},
+      {.name = "small_mixed",
+       .heads = 4,
+       .q_lora_rank = 64,
+       .kv_lora_rank = 128,
+       .rope = 32,
+       .nope = 64,
+       .v = 64,
+       .block_size = 16,
+       .decodes = {1, 30, 77},
+       .prefills = {{50, 13}, {9, 9}}},
+      {.name = "deepseek_v2_lite_dims",
+       .heads = 16,
+       .q_lora_rank = 256,
+       .kv_lora_rank = 512,
+       .rope = 64,
+       .nope = 128,
+       .v = 128,
+       .block_size = 64,
+       .decodes = {65, 200},
+       .prefills = {{70, 6}},
+       .padding_rows = 3},
+      {.name = "decode_only_f16",
+       .heads = 8,
+       .q_lora_rank = 128,
+       .kv_lora_rank = 256,
+       .rope = 64,
+       .nope = 64,
+       .v = 96,
+       .block_size = 32,
+       .decodes = {1, 33, 64, 150},
+       .prefills = {},
+       .dtype = DType::kF16,
+       .tolerance = 5e-3},
+      {.name = "prefill_only",
+       .heads = 4,
+       .q_lora_rank = 64,
+       .kv_lora_rank = 64,
+       .rope = 32,
+       .nope = 32,
+       .v = 32,
+       .block_size = 16,
+       .decodes = {},
+       .prefills = {{40, 40}, {23, 5}}},
   };
 }
 

@@ -18,9 +18,7 @@ DecodeSplitPolicy h200() {
 // reads + 4): 1 split 2 × 260 = 520; 2: 3 × 132 = 396; 3: 4 × 90 = 360; 4: 6 × 68 = 408;
 // 5: 7 × 56 = 392, and no more than 5 (16 CTAs per SM: ⌈2112 / 512⌉). Three splits: four
 // full waves.
-TEST(DecodeSplitPolicy, FillsWholeWaves) {
-  EXPECT_EQ(h200().splits(64, 8, 4096), 3);
-}
+TEST(DecodeSplitPolicy, FillsWholeWaves) { EXPECT_EQ(h200().splits(64, 8, 4096), 3); }
 
 // One row of 8 CTAs over 32,768 tokens (2,048 tiles), up to 128 splits: 49 splits are 392
 // CTAs, one wave (cost 42 + 4 = 46); 50 would spill into a second wave (2 × 45 = 90).

@@ -16,8 +16,8 @@ namespace freezeframe {
 namespace {
 
 TEST(DType, SizesAndNamesRoundTrip) {
-  const DType all[] = {DType::kF32,     DType::kF16,     DType::kBF16, DType::kFp8E4M3,
-                       DType::kFp8E5M2, DType::kI32,     DType::kI64,  DType::kU8};
+  const DType all[] = {DType::kF32,     DType::kF16, DType::kBF16, DType::kFp8E4M3,
+                       DType::kFp8E5M2, DType::kI32, DType::kI64,  DType::kU8};
   const std::size_t sizes[] = {4, 2, 2, 1, 1, 4, 8, 1};
   for (int i = 0; i < 8; ++i) {
     EXPECT_EQ(size_of(all[i]), sizes[i]) << name_of(all[i]);

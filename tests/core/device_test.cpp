@@ -46,8 +46,7 @@ TEST(Device, MissingKernelImageNamesDeviceBuildAndRebuild) {
   const std::string m =
       describe_no_kernel_image("NVIDIA A100-SXM4-80GB", 8, 0, cudaErrorNoKernelImageForDevice);
   EXPECT_TRUE(contains(m, "NVIDIA A100-SXM4-80GB (sm_80)")) << m;
-  EXPECT_TRUE(contains(m, "CUDA architectures " + std::string(built_cuda_architectures())))
-      << m;
+  EXPECT_TRUE(contains(m, "CUDA architectures " + std::string(built_cuda_architectures()))) << m;
   EXPECT_TRUE(contains(m, "-DCMAKE_CUDA_ARCHITECTURES=80")) << m;
   EXPECT_TRUE(contains(m, "cudaErrorNoKernelImageForDevice")) << m;
   const std::string blackwell = describe_no_kernel_image("NVIDIA B200", 10, 0, 209);

@@ -6,8 +6,8 @@
 
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/spec/deployment.h"
 #include "freezeframe/engine/plan/memory_planner.h"
+#include "freezeframe/engine/spec/deployment.h"
 #include "freezeframe/engine/spec/spec.h"
 
 namespace freezeframe {
@@ -40,7 +40,8 @@ TEST(DeploymentGeometry, DenseModel) {
 }
 
 TEST(DeploymentGeometry, LatentCacheOfAnMlaModel) {
-  const DeploymentGeometry g = DeploymentGeometry::of(load_spec(kConfigs + "deepseek-v2-lite.yaml"));
+  const DeploymentGeometry g =
+      DeploymentGeometry::of(load_spec(kConfigs + "deepseek-v2-lite.yaml"));
   EXPECT_TRUE(g.kv.latent);
   EXPECT_EQ(g.kv.num_kv_heads, 1);
   EXPECT_EQ(g.kv.head_width, 512 + 64) << "kv_lora_rank + qk_rope_head_dim";
@@ -83,7 +84,8 @@ cache:
   EXPECT_EQ(plan.kv_cache.num_blocks, kMaxKvBlocks);
   ASSERT_EQ(plan.warnings.size(), 1u);
   EXPECT_NE(plan.warnings[0].find("block ids are 32-bit"), std::string::npos) << plan.warnings[0];
-  const DeploymentGeometry g = DeploymentGeometry::of(spec).with_num_blocks(plan.kv_cache.num_blocks);
+  const DeploymentGeometry g =
+      DeploymentGeometry::of(spec).with_num_blocks(plan.kv_cache.num_blocks);
   EXPECT_EQ(g.limits.num_blocks, 0x7fffffff);
 }
 

@@ -18,8 +18,8 @@
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/core/device_properties.h"
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/plan/memory_planner.h"
+#include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "support/gpu.h"
 
@@ -51,8 +51,9 @@ Pair replay_and_eager(Engine& engine, const StepBatch& batch) {
   auto poison = [&] {
     const StepResult probe = engine.step(batch, {.eager = true});
     engine.synchronize();
-    ASSERT_EQ(cudaMemsetAsync(probe.logits.data(), 0xFF, probe.logits.span_bytes(), engine.stream()),
-              cudaSuccess);
+    ASSERT_EQ(
+        cudaMemsetAsync(probe.logits.data(), 0xFF, probe.logits.span_bytes(), engine.stream()),
+        cudaSuccess);
   };
   poison();
   p.graph = engine.step(batch);
@@ -91,8 +92,7 @@ TEST_P(EngineReplay, ReplayEqualsEagerForEverySize) {
   FF_REQUIRE_GPU();
   const ModeCase& c = GetParam();
   // Layer 1 has a sliding window and layer 0 a soft cap, so both variants run in graphs.
-  Engine engine(parse_spec(tiny_spec(c.backend,
-                                     "  mode: " + c.mode + "\n  max_capture_size: 64\n",
+  Engine engine(parse_spec(tiny_spec(c.backend, "  mode: " + c.mode + "\n  max_capture_size: 64\n",
                                      "  layers:\n    - layers: \"0\"\n      logits_soft_cap: 30.0\n"
                                      "    - layers: \"1\"\n      sliding_window: 48\n",
                                      c.max_len)));
@@ -154,7 +154,10 @@ TEST(Engine, PlanEqualsTheDryRunWithTheDevicesProperties) {
   FF_REQUIRE_GPU();
   const EngineSpec spec = parse_spec(tiny_spec("paged_decode", "  mode: full_and_piecewise\n"));
   const std::int64_t device_memory = std::int64_t(2) << 30;
-  const Engine engine(spec, {.device_memory = device_memory, .capture_graphs = false});
+  EngineOptions options;
+  options.device_memory = device_memory;
+  options.capture_graphs = false;
+  const Engine engine(spec, options);
   DeviceProperties device = DeviceProperties::h200();
   device.sm_count = current_device_properties().sm_count;  // all the plan depends on
   const MemoryPlan dry = plan_memory(spec, device_memory, device);
@@ -175,8 +178,9 @@ TEST(Engine, PlanEqualsTheDryRunWithTheDevicesProperties) {
 
 TEST(Engine, GraphCountMatchesTheSpec) {
   FF_REQUIRE_GPU();
-  Engine engine(parse_spec(tiny_spec("paged_decode", "  mode: full_and_piecewise\n"
-                                                     "  capture_sizes: [1, 2, 4, 8, 16]\n")));
+  Engine engine(parse_spec(tiny_spec("paged_decode",
+                                     "  mode: full_and_piecewise\n"
+                                     "  capture_sizes: [1, 2, 4, 8, 16]\n")));
   const CaptureReport& report = engine.capture_report();
   ASSERT_TRUE(report.failure.empty()) << report.failure;
   // Five uniform-decode full graphs and five piecewise sizes of 3 pieces each (2 layers: the
@@ -194,14 +198,16 @@ TEST(Engine, GraphCountMatchesTheSpec) {
   EXPECT_LT(engine.num_executables(), engine.num_graphs());
 
   // Not shared: one executable per graph, and the same logits for mixed steps of every size.
-  Engine own(parse_spec(tiny_spec("paged_decode", "  mode: full_and_piecewise\n"
-                                                  "  capture_sizes: [1, 2, 4, 8, 16]\n"
-                                                  "  share_piecewise_executables: false\n")));
+  Engine own(parse_spec(tiny_spec("paged_decode",
+                                  "  mode: full_and_piecewise\n"
+                                  "  capture_sizes: [1, 2, 4, 8, 16]\n"
+                                  "  share_piecewise_executables: false\n")));
   EXPECT_EQ(own.num_graphs(), 5 + 5 * 3);
   EXPECT_EQ(own.num_executables(), own.num_graphs());
   std::mt19937 rng(5);
   for (const int decodes : {0, 9, 2, 13, 5}) {
-    const TestBatch batch(random_shape(decodes, 1, 3, 150, rng), 16, engine.limits().num_blocks, rng);
+    const TestBatch batch(random_shape(decodes, 1, 3, 150, rng), 16, engine.limits().num_blocks,
+                          rng);
     const StepResult shared_step = engine.step(batch.batch());
     const std::vector<float> shared_logits = logits_of(engine, shared_step);
     const StepResult own_step = own.step(batch.batch());
@@ -216,13 +222,16 @@ TEST(Engine, PiecewiseExecutablesAreSharedAcrossLayers) {
   // Four layers: five pieces a size, the three middle ones (a layer's tail and the next
   // one's head) with the same ops.
   auto spec_with = [](const std::string& sharing) {
-    std::string text = tiny_spec("paged_decode", "  mode: piecewise\n"
-                                                 "  capture_sizes: [1, 2, 4, 8, 16]\n"
-                                                 "  share_piecewise_executables: " + sharing + "\n");
+    std::string text = tiny_spec("paged_decode",
+                                 "  mode: piecewise\n"
+                                 "  capture_sizes: [1, 2, 4, 8, 16]\n"
+                                 "  share_piecewise_executables: " +
+                                     sharing + "\n");
     text.replace(text.find("num_layers: 2"), 13, "num_layers: 4");
     return parse_spec(text);
   };
-  Engine layers(spec_with("across_layers")), sizes(spec_with("across_sizes")), own(spec_with("none"));
+  Engine layers(spec_with("across_layers")), sizes(spec_with("across_sizes")),
+      own(spec_with("none"));
   for (const Engine* e : {&layers, &sizes, &own}) EXPECT_EQ(e->num_graphs(), 5 * 5);
   EXPECT_EQ(own.num_executables(), 5 * 5);
   EXPECT_GE(sizes.num_executables(), 5);
@@ -336,7 +345,9 @@ class PlanProbeBackend final : public AttentionBackend {
   std::vector<int> kv_cache_stride_order() const override { return ref().kv_cache_stride_order(); }
   bool accept_output_buffer() const override { return true; }
   bool supports_quant_query_input() const override { return false; }
-  std::span<const int> supported_head_sizes() const override { return ref().supported_head_sizes(); }
+  std::span<const int> supported_head_sizes() const override {
+    return ref().supported_head_sizes();
+  }
   std::span<const DType> supported_kv_cache_dtypes() const override {
     return ref().supported_kv_cache_dtypes();
   }
@@ -357,8 +368,9 @@ TEST(Engine, BackendPlansReachTheDeviceInEveryMode) {
   if (!BackendRegistry::global().contains("plan_probe")) {
     BackendRegistry::global().add(std::make_unique<PlanProbeBackend>());
   }
-  Engine engine(parse_spec(tiny_spec("plan_probe", "  mode: full_and_piecewise\n"
-                                                   "  capture_sizes: [1, 2, 4, 8, 16]\n")));
+  Engine engine(parse_spec(tiny_spec("plan_probe",
+                                     "  mode: full_and_piecewise\n"
+                                     "  capture_sizes: [1, 2, 4, 8, 16]\n")));
   ASSERT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
   ASSERT_NE(engine.plan().region("staging").placements.size(), 0u);
   bool slice = false;
@@ -367,8 +379,9 @@ TEST(Engine, BackendPlansReachTheDeviceInEveryMode) {
   }
   EXPECT_TRUE(slice) << "the plan holds the backend's slice";
   std::mt19937 rng(9);
-  for (const auto& [decodes, prefills, eager] : {std::tuple{3, 0, false}, std::tuple{2, 1, false},
-                                                 std::tuple{5, 2, true}, std::tuple{16, 0, false}}) {
+  for (const auto& [decodes, prefills, eager] :
+       {std::tuple{3, 0, false}, std::tuple{2, 1, false}, std::tuple{5, 2, true},
+        std::tuple{16, 0, false}}) {
     const TestBatch batch(random_shape(decodes, prefills, 3, 150, rng), 16,
                           engine.limits().num_blocks, rng);
     FF_CUDA_CHECK(cudaMemset(plan_probe_out().data(), 0, plan_probe_out().bytes()));
@@ -436,16 +449,17 @@ TEST(Engine, UserPiecesRunInsideGraphs) {
   FF_REQUIRE_GPU();
   EngineOptions options;
   // Zeroing the residual stream after the last layer makes every logit exactly 0.
-  options.user_pieces.push_back({"zero", 1, [](const UserPieceContext& c) {
-                                   FF_CUDA_CHECK(cudaMemsetAsync(
-                                       c.hidden.data(), 0,
-                                       c.num_tokens * c.hidden.stride(0) * 2, c.stream));
-                                 }});
+  options.user_pieces.push_back(
+      {"zero", 1, [](const UserPieceContext& c) {
+         FF_CUDA_CHECK(
+             cudaMemsetAsync(c.hidden.data(), 0, c.num_tokens * c.hidden.stride(0) * 2, c.stream));
+       }});
   Engine engine(parse_spec(tiny_spec("paged_decode", "  max_capture_size: 16\n")), options);
   ASSERT_TRUE(engine.capture_report().failure.empty());
   std::mt19937 rng(9);
   for (const int prefills : {0, 1}) {
-    const TestBatch batch(random_shape(5, prefills, 4, 100, rng), 16, engine.limits().num_blocks, rng);
+    const TestBatch batch(random_shape(5, prefills, 4, 100, rng), 16, engine.limits().num_blocks,
+                          rng);
     const StepResult r = engine.step(batch.batch());
     EXPECT_NE(r.mode, RuntimeMode::kEager);
     for (const float v : logits_of(engine, r)) ASSERT_EQ(v, 0.0f);
@@ -509,8 +523,9 @@ TEST(Engine, MlaModelReplaysUniformDecodesInFullGraphs) {
 TEST(Engine, UnsupportedSpecsAreRefusedWithTheField) {
   FF_REQUIRE_GPU();
   try {
-    Engine engine(parse_spec(tiny_spec("paged_decode", "  max_capture_size: 16\n") +
-                             "dcp:\n  world_size: 2\n", "tiny.yaml"));
+    Engine engine(parse_spec(
+        tiny_spec("paged_decode", "  max_capture_size: 16\n") + "dcp:\n  world_size: 2\n",
+        "tiny.yaml"));
     FAIL() << "a DCP spec was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnsupported);

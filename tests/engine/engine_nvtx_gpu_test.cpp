@@ -41,8 +41,9 @@ TEST(EngineNvtx, RangesOfPlanCaptureStepReplayAndAttention) {
   FF_REQUIRE_GPU();
   // Before the process's first NVTX call, when the runtime looks for an injection library.
   ASSERT_EQ(setenv("NVTX_INJECTION64_PATH", FREEZEFRAME_NVTX_RECORDER, 1), 0);
-  Engine engine(parse_spec(testing::tiny_spec("paged_decode", "  mode: full_and_piecewise\n"
-                                                              "  capture_sizes: [1, 2, 4, 8]\n")));
+  Engine engine(parse_spec(testing::tiny_spec("paged_decode",
+                                              "  mode: full_and_piecewise\n"
+                                              "  capture_sizes: [1, 2, 4, 8]\n")));
   const std::vector<std::string> built = pushes_since(0);
   ASSERT_FALSE(built.empty()) << "the recorder was not loaded from " << FREEZEFRAME_NVTX_RECORDER;
   EXPECT_EQ(built.front(), "plan");
@@ -54,9 +55,9 @@ TEST(EngineNvtx, RangesOfPlanCaptureStepReplayAndAttention) {
   const testing::TestBatch decode(testing::random_shape(3, 0, 1, 100, rng), 16, blocks, rng);
   std::size_t mark = recorded_events().size();
   (void)engine.step(decode.batch());
-  EXPECT_EQ(pushes_since(mark), (std::vector<std::string>{
-                                    "step[tokens=3,reqs=3]", "metadata_upload",
-                                    "replay[size=4,mode=full]"}));
+  EXPECT_EQ(pushes_since(mark),
+            (std::vector<std::string>{"step[tokens=3,reqs=3]", "metadata_upload",
+                                      "replay[size=4,mode=full]"}));
 
   const testing::TestBatch mixed(testing::random_shape(2, 1, 3, 100, rng), 16, blocks, rng);
   mark = recorded_events().size();
@@ -86,17 +87,17 @@ TEST(EngineNvtx, RangesOfPlanCaptureStepReplayAndAttention) {
   EXPECT_FALSE(contains(eager, "replay[size=4,mode=full]"));
 
   // Layer by layer: one full graph per layer, each replayed in its own range.
-  Engine layered(parse_spec(testing::tiny_spec("paged_decode", "  mode: full_and_piecewise\n"
-                                                               "  capture_sizes: [4]\n"
-                                                               "  layer_by_layer: true\n")));
+  Engine layered(parse_spec(testing::tiny_spec("paged_decode",
+                                               "  mode: full_and_piecewise\n"
+                                               "  capture_sizes: [4]\n"
+                                               "  layer_by_layer: true\n")));
   mark = recorded_events().size();
   (void)layered.step(decode.batch());
-  EXPECT_EQ(pushes_since(mark), (std::vector<std::string>{
-                                    "step[tokens=3,reqs=3]", "metadata_upload",
-                                    "replay[size=4,mode=full,layer=embedding]",
-                                    "replay[size=4,mode=full,layer=0]",
-                                    "replay[size=4,mode=full,layer=1]",
-                                    "replay[size=4,mode=full,layer=lm_head]"}));
+  EXPECT_EQ(pushes_since(mark),
+            (std::vector<std::string>{
+                "step[tokens=3,reqs=3]", "metadata_upload",
+                "replay[size=4,mode=full,layer=embedding]", "replay[size=4,mode=full,layer=0]",
+                "replay[size=4,mode=full,layer=1]", "replay[size=4,mode=full,layer=lm_head]"}));
   layered.synchronize();
   engine.synchronize();
 }

@@ -32,7 +32,8 @@ TEST(Engine, SteadyStateAllocatesNothing) {
   std::mt19937 rng(21);
   // One step of each kind first, so lazily loaded kernels are resident before measuring.
   for (const int prefills : {0, 1}) {
-    const TestBatch warm(random_shape(60, prefills, 90, 300, rng), 16, engine.limits().num_blocks, rng);
+    const TestBatch warm(random_shape(60, prefills, 90, 300, rng), 16, engine.limits().num_blocks,
+                         rng);
     (void)engine.step(warm.batch());
   }
   engine.synchronize();

@@ -27,16 +27,20 @@ inline std::string tiny_spec(const std::string& backend, const std::string& grap
          "  intermediate_size: 512\n"
          "  vocab_size: 1000\n"
          "  dtype: bf16\n"
-         "  max_position_embeddings: " + std::to_string(max_len) + "\n"
+         "  max_position_embeddings: " +
+         std::to_string(max_len) +
+         "\n"
          "  attention:\n"
-         "    backend: " + backend + "\n" + extra +
+         "    backend: " +
+         backend + "\n" + extra +
          "cache:\n"
          "  block_size: 16\n"
          "  memory_budget: 256MiB\n"
          "scheduler:\n"
          "  max_num_seqs: 64\n"
          "  max_num_batched_tokens: 512\n"
-         "cuda_graphs:\n" + graphs;
+         "cuda_graphs:\n" +
+         graphs;
 }
 
 /// A step's requests with their own blocks, drawn from a shuffled pool, and token ids.

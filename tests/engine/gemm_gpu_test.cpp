@@ -62,7 +62,8 @@ TEST(Gemm, MatchesHostAndCapturesWithoutAllocatingAtModelShapes) {
       const Stream eager_stream = Stream::create();
       // NaN poison, on the stream that writes next (non-blocking streams do not wait for
       // the legacy stream a plain cudaMemset runs on).
-      FF_CUDA_CHECK(cudaMemsetAsync(out.view.data(), 0xFF, out.view.span_bytes(), eager_stream.get()));
+      FF_CUDA_CHECK(
+          cudaMemsetAsync(out.view.data(), 0xFF, out.view.span_bytes(), eager_stream.get()));
       gemm.linear(input.view, weight.view, out.view, rows, 0.0f, eager_stream.get());
       eager_stream.synchronize();
       const std::vector<std::uint8_t> eager = bytes_of(out.view);
@@ -90,7 +91,8 @@ TEST(Gemm, MatchesHostAndCapturesWithoutAllocatingAtModelShapes) {
       });
       EXPECT_EQ(allocation_nodes(graph).count, 0);
       const GraphExec exec(graph);
-      FF_CUDA_CHECK(cudaMemsetAsync(out.view.data(), 0xFF, out.view.span_bytes(), capture_stream.get()));
+      FF_CUDA_CHECK(
+          cudaMemsetAsync(out.view.data(), 0xFF, out.view.span_bytes(), capture_stream.get()));
       exec.launch(capture_stream.get());
       capture_stream.synchronize();
       EXPECT_EQ(bytes_of(out.view), eager) << "the replay differs from the eager GEMM";

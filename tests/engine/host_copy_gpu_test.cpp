@@ -51,9 +51,9 @@ struct Fixture {
 TEST(HostCopy, CopiesTheLengthSetBeforeItRuns) {
   FF_REQUIRE_GPU();
   Fixture f;
-  for (const std::size_t length : {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{16},
-                                   std::size_t{17}, std::size_t{4099}, std::size_t{131'073},
-                                   kCapacity}) {
+  for (const std::size_t length :
+       {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{17},
+        std::size_t{4099}, std::size_t{131'073}, kCapacity}) {
     f.fill_source();
     f.poison();
     f.copy.set_length(length);

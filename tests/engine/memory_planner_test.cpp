@@ -6,13 +6,13 @@
 #include <memory>
 #include <string>
 
-#include "freezeframe/core/error.h"
-#include "freezeframe/engine/plan/memory_planner.h"
 #include "freezeframe/backends/registry.h"
+#include "freezeframe/core/error.h"
 #include "freezeframe/engine/model/model_program.h"
+#include "freezeframe/engine/plan/memory_planner.h"
 #include "freezeframe/engine/plan/plan_views.h"
-#include "freezeframe/memory/arena.h"
 #include "freezeframe/engine/spec/spec.h"
+#include "freezeframe/memory/arena.h"
 
 namespace freezeframe {
 namespace {
@@ -39,8 +39,8 @@ TEST(ModelProgram, Llama31_8bHasEightBillionParameters) {
   const ModelProgram program = build_model_program(spec);
   // Per layer: q 4096² + k, v 1024·4096 each + o 4096² + gate, up, down 14336·4096 each + two
   // norms = 218,112,000; ×32, + embeddings and lm_head 2·128256·4096, + final norm 4096.
-  EXPECT_EQ(program.weight_bytes(), 2 * (32 * std::int64_t(218'112'000) +
-                                         2 * std::int64_t(128256) * 4096 + 4096));
+  EXPECT_EQ(program.weight_bytes(),
+            2 * (32 * std::int64_t(218'112'000) + 2 * std::int64_t(128256) * 4096 + 4096));
   // embedding, 10 ops per layer, final norm, lm_head.
   EXPECT_EQ(program.ops.size(), 1u + 32u * 10u + 2u);
   EXPECT_EQ(program.ops[1].kind, OpKind::kRmsNorm);
@@ -110,8 +110,8 @@ TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
   EXPECT_EQ(attention_outputs, 32);
   std::vector<std::string> slices;
   for (const Placement& p : plan.region("staging").placements) slices.push_back(p.name);
-  EXPECT_EQ(slices, (std::vector<std::string>{"token_ids", "positions", "lm_head_rows",
-                                              "metadata", "block_table"}))
+  EXPECT_EQ(slices, (std::vector<std::string>{"token_ids", "positions", "lm_head_rows", "metadata",
+                                              "block_table"}))
       << "one staged image; the reference backend plans nothing of its own";
   EXPECT_EQ(plan.find("split_kv_workspace"), nullptr) << "split-KV decode uses attention_workspace";
   EXPECT_EQ(plan.region("cublas_workspace").bytes, 33'554'432);
@@ -158,9 +158,9 @@ TEST(MemoryPlanner, MlaCacheIsOneLatentPerToken) {
 
 TEST(MemoryPlanner, LayersSharingKvAliasOneCache) {
   const EngineSpec plain = parse_spec(kTiny);
-  const std::string text = std::string(kTiny).replace(
-      std::string(kTiny).find("scheduler:"), 0,
-      "  layers:\n    - layers: [2, 3]\n      kv_sharing_target: 1\n");
+  const std::string text =
+      std::string(kTiny).replace(std::string(kTiny).find("scheduler:"), 0,
+                                 "  layers:\n    - layers: [2, 3]\n      kv_sharing_target: 1\n");
   const EngineSpec sharing = parse_spec(text);
   const MemoryPlan a = plan_memory(plain, 8 * GiB), b = plan_memory(sharing, 8 * GiB);
   EXPECT_EQ(b.kv_cache.bytes_per_block * 2, a.kv_cache.bytes_per_block) << "4 caches → 2";
@@ -236,10 +236,10 @@ TEST(MemoryPlanner, OffGridCaptureSizesWarn) {
 
 TEST(PlanViews, EveryTensorIsAViewInsideItsPlacement) {
   // Host memory stands in for the device: the views and their checks are the same.
-  const std::string text = std::string(kTiny).replace(
-      std::string(kTiny).find("scheduler:"), 0,
-      "  layers:\n    - layers: [3]\n      kv_sharing_target: 1\n"
-      "cache:\n  memory_budget: 300MiB\n");
+  const std::string text =
+      std::string(kTiny).replace(std::string(kTiny).find("scheduler:"), 0,
+                                 "  layers:\n    - layers: [3]\n      kv_sharing_target: 1\n"
+                                 "cache:\n  memory_budget: 300MiB\n");
   const EngineSpec spec = parse_spec(text);
   const MemoryPlan plan = plan_memory(spec, 8 * GiB);
   const ModelProgram program = build_model_program(spec);
@@ -269,8 +269,9 @@ TEST(PlanViews, EveryTensorIsAViewInsideItsPlacement) {
   EXPECT_EQ(views.kv_caches[3].data(), cache1.data()) << "layer 3 shares layer 1's cache";
   EXPECT_NE(views.kv_caches[2].data(), cache1.data());
   const std::byte* end = memory.get() + plan.used_bytes();
-  EXPECT_LE(static_cast<const std::byte*>(views.kv_caches[2].data()) +
-                views.kv_caches[2].span_bytes(), end);
+  EXPECT_LE(
+      static_cast<const std::byte*>(views.kv_caches[2].data()) + views.kv_caches[2].span_bytes(),
+      end);
 
   // An arena smaller than the plan fails before any view is made.
   EXPECT_THROW((void)Arena::borrow(plan, memory.get(), plan.used_bytes() - 256, Device::cpu()),

@@ -49,8 +49,8 @@ double unit_roundoff(DType dtype) {
                                  double floor = 1e-6) {
   const double bound = 2.0 * unit_roundoff(dtype) * std::abs(scale) + floor;
   if (std::isfinite(got) && std::abs(got - want) <= bound) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "got " << got << ", want " << want << " (bound " << bound
-                                       << ")";
+  return ::testing::AssertionFailure()
+         << "got " << got << ", want " << want << " (bound " << bound << ")";
 }
 
 bool poisoned(const HostTensor& t, std::int64_t i) {
@@ -139,9 +139,9 @@ INSTANTIATE_TEST_SUITE_P(
 struct RmsNormCase {
   const char* name;
   DType dtype;
-  int rows, extra_rows;      // tensors have rows + extra_rows rows
+  int rows, extra_rows;          // tensors have rows + extra_rows rows
   int width, in_cols, out_cols;  // in / out: the first `width` columns of [.., *_cols]
-  bool in_place;             // out is in
+  bool in_place;                 // out is in
 };
 
 std::ostream& operator<<(std::ostream& os, const RmsNormCase& c) { return os << c.name; }
@@ -239,8 +239,8 @@ TEST_P(RmsNormLastTokens, NormsEachRequestsLastTokenAndZeroesEmptyRequests) {
 
   auto d_in = upload(in), d_weight = upload(weight), d_out = upload(out);
   DeviceBuffer d_rows = upload_vector(row_index);
-  mk::rms_norm_rows(d_in.view, static_cast<const std::int32_t*>(d_rows.data()), rows,
-                    d_weight.view, eps, d_out.view, nullptr);
+  mk::rms_norm_rows(d_in.view, static_cast<const std::int32_t*>(d_rows.data()), rows, d_weight.view,
+                    eps, d_out.view, nullptr);
   FF_CUDA_CHECK(cudaDeviceSynchronize());
   download(d_out.view, out);
 
@@ -300,8 +300,8 @@ TEST_P(RopeNeox, RotatesQAndKHeadsOnly) {
 
   auto d_qkv = upload(qkv);
   DeviceBuffer d_positions = upload_vector(positions);
-  mk::rope_neox(d_qkv.view, static_cast<const std::int64_t*>(d_positions.data()), rows,
-                c.num_heads, c.num_kv_heads, c.head_size, c.rotary_dim, c.theta, nullptr);
+  mk::rope_neox(d_qkv.view, static_cast<const std::int64_t*>(d_positions.data()), rows, c.num_heads,
+                c.num_kv_heads, c.head_size, c.rotary_dim, c.theta, nullptr);
   FF_CUDA_CHECK(cudaDeviceSynchronize());
   HostTensor out(c.dtype, {total, width});
   download(d_qkv.view, out);
@@ -342,13 +342,13 @@ TEST_P(RopeNeox, RotatesQAndKHeadsOnly) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, RopeNeox,
-    ::testing::Values(RopeCase{"bf16_llama3_theta500k", DType::kBF16, 8, 2, 128, 128, 500000.0f},
-                      RopeCase{"f16_llama3_theta500k", DType::kF16, 8, 2, 128, 128, 500000.0f},
-                      RopeCase{"f16_partial_rotary_64_of_128", DType::kF16, 4, 1, 128, 64, 10000.0f},
-                      // 20 pairs per head: not a multiple of 8, the scalar path.
-                      RopeCase{"bf16_partial_rotary_40_of_80_scalar", DType::kBF16, 4, 2, 80, 40,
-                               10000.0f},
-                      RopeCase{"bf16_q_only", DType::kBF16, 3, 0, 64, 64, 10000.0f}),
+    ::testing::Values(
+        RopeCase{"bf16_llama3_theta500k", DType::kBF16, 8, 2, 128, 128, 500000.0f},
+        RopeCase{"f16_llama3_theta500k", DType::kF16, 8, 2, 128, 128, 500000.0f},
+        RopeCase{"f16_partial_rotary_64_of_128", DType::kF16, 4, 1, 128, 64, 10000.0f},
+        // 20 pairs per head: not a multiple of 8, the scalar path.
+        RopeCase{"bf16_partial_rotary_40_of_80_scalar", DType::kBF16, 4, 2, 80, 40, 10000.0f},
+        RopeCase{"bf16_q_only", DType::kBF16, 3, 0, 64, 64, 10000.0f}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // ---------------------------------------------------------------------------------------------
@@ -550,37 +550,70 @@ TEST(ModelKernelErrors, BadArgumentsThrowBeforeLaunch) {
   const TensorView o = d_out.view, t = d_table.view, w = d_weight.view;
   // A column stride of 2 (every other element of the [4, 128] qkv buffer).
   const std::int64_t shape[] = {4, 64}, every_other[] = {128, 2};
-  const TensorView gapped = TensorView::strided(d_qkv.view.data(), bf16, shape, every_other, Device::cuda());
+  const TensorView gapped =
+      TensorView::strided(d_qkv.view.data(), bf16, shape, every_other, Device::cuda());
 
-  expect_invalid("f32 table", [&] { mk::embedding(d_table_f32.view, ids, 4, o, nullptr); }, "bf16 or f16");
-  expect_invalid("mixed dtypes", [&] { mk::embedding(t, ids, 4, d_out_f16.view, nullptr); }, "is bf16 but");
-  expect_invalid("host table", [&] { mk::embedding(table.view(), ids, 4, o, nullptr); }, "device");
-  expect_invalid("too many rows", [&] { mk::embedding(t, ids, 5, o, nullptr); }, "fewer than 5 rows");
-  expect_invalid("negative rows", [&] { mk::embedding(t, ids, -1, o, nullptr); }, "rows");
-  expect_invalid("null ids", [&] { mk::embedding(t, nullptr, 2, o, nullptr); }, "token_ids");
-  expect_invalid("width", [&] { mk::embedding(d_wide.view, ids, 2, o, nullptr); }, "differ in width");
+  expect_invalid(
+      "f32 table", [&] { mk::embedding(d_table_f32.view, ids, 4, o, nullptr); }, "bf16 or f16");
+  expect_invalid(
+      "mixed dtypes", [&] { mk::embedding(t, ids, 4, d_out_f16.view, nullptr); }, "is bf16 but");
+  expect_invalid(
+      "host table", [&] { mk::embedding(table.view(), ids, 4, o, nullptr); }, "device");
+  expect_invalid(
+      "too many rows", [&] { mk::embedding(t, ids, 5, o, nullptr); }, "fewer than 5 rows");
+  expect_invalid(
+      "negative rows", [&] { mk::embedding(t, ids, -1, o, nullptr); }, "rows");
+  expect_invalid(
+      "null ids", [&] { mk::embedding(t, nullptr, 2, o, nullptr); }, "token_ids");
+  expect_invalid(
+      "width", [&] { mk::embedding(d_wide.view, ids, 2, o, nullptr); }, "differ in width");
 
-  expect_invalid("weight size", [&] { mk::rms_norm(t, first_columns(d_wide.view, 65).select(0, 0), 1e-5f, o, 2, nullptr); }, "weight");
-  expect_invalid("weight dtype", [&] { mk::rms_norm(t, d_weight_f16.view, 1e-5f, o, 2, nullptr); }, "weight is f16");
-  expect_invalid("nan eps", [&] { mk::rms_norm(t, w, std::nanf(""), o, 2, nullptr); }, "eps");
-  expect_invalid("column stride", [&] { mk::rms_norm(gapped, w, 1e-5f, o, 2, nullptr); }, "unit stride");
-  expect_invalid("rows beyond out", [&] { mk::rms_norm(t, w, 1e-5f, o, 5, nullptr); }, "fewer than 5 rows");
-  expect_invalid("rows: out rows", [&] { mk::rms_norm_rows(t, ids, 5, w, 1e-5f, o, nullptr); }, "fewer than 5 rows");
-  expect_invalid("rows: null", [&] { mk::rms_norm_rows(t, nullptr, 2, w, 1e-5f, o, nullptr); }, "row_index");
+  expect_invalid(
+      "weight size",
+      [&] { mk::rms_norm(t, first_columns(d_wide.view, 65).select(0, 0), 1e-5f, o, 2, nullptr); },
+      "weight");
+  expect_invalid(
+      "weight dtype", [&] { mk::rms_norm(t, d_weight_f16.view, 1e-5f, o, 2, nullptr); },
+      "weight is f16");
+  expect_invalid(
+      "nan eps", [&] { mk::rms_norm(t, w, std::nanf(""), o, 2, nullptr); }, "eps");
+  expect_invalid(
+      "column stride", [&] { mk::rms_norm(gapped, w, 1e-5f, o, 2, nullptr); }, "unit stride");
+  expect_invalid(
+      "rows beyond out", [&] { mk::rms_norm(t, w, 1e-5f, o, 5, nullptr); }, "fewer than 5 rows");
+  expect_invalid(
+      "rows: out rows", [&] { mk::rms_norm_rows(t, ids, 5, w, 1e-5f, o, nullptr); },
+      "fewer than 5 rows");
+  expect_invalid(
+      "rows: null", [&] { mk::rms_norm_rows(t, nullptr, 2, w, 1e-5f, o, nullptr); }, "row_index");
 
   const TensorView q = d_qkv.view;  // [4, 4·64]: 2 q heads + 2·1 kv heads of 64
-  expect_invalid("odd rotary_dim", [&] { mk::rope_neox(q, positions, 4, 2, 1, 64, 63, 1e4f, nullptr); }, "rotary_dim");
-  expect_invalid("rotary_dim > head", [&] { mk::rope_neox(q, positions, 4, 2, 1, 64, 66, 1e4f, nullptr); }, "rotary_dim");
-  expect_invalid("qkv width", [&] { mk::rope_neox(q, positions, 4, 2, 2, 64, 64, 1e4f, nullptr); }, "is not");
-  expect_invalid("theta", [&] { mk::rope_neox(q, positions, 4, 2, 1, 64, 64, 0.0f, nullptr); }, "theta");
-  expect_invalid("null positions", [&] { mk::rope_neox(q, nullptr, 4, 2, 1, 64, 64, 1e4f, nullptr); }, "positions");
+  expect_invalid(
+      "odd rotary_dim", [&] { mk::rope_neox(q, positions, 4, 2, 1, 64, 63, 1e4f, nullptr); },
+      "rotary_dim");
+  expect_invalid(
+      "rotary_dim > head", [&] { mk::rope_neox(q, positions, 4, 2, 1, 64, 66, 1e4f, nullptr); },
+      "rotary_dim");
+  expect_invalid(
+      "qkv width", [&] { mk::rope_neox(q, positions, 4, 2, 2, 64, 64, 1e4f, nullptr); }, "is not");
+  expect_invalid(
+      "theta", [&] { mk::rope_neox(q, positions, 4, 2, 1, 64, 64, 0.0f, nullptr); }, "theta");
+  expect_invalid(
+      "null positions", [&] { mk::rope_neox(q, nullptr, 4, 2, 1, 64, 64, 1e4f, nullptr); },
+      "positions");
 
-  expect_invalid("silu widths", [&] { mk::silu_and_mul(t, o, 2, nullptr); }, "twice as wide");
-  expect_invalid("silu rows", [&] { mk::silu_and_mul(q, o, 5, nullptr); }, "fewer than 5 rows");
+  expect_invalid(
+      "silu widths", [&] { mk::silu_and_mul(t, o, 2, nullptr); }, "twice as wide");
+  expect_invalid(
+      "silu rows", [&] { mk::silu_and_mul(q, o, 5, nullptr); }, "fewer than 5 rows");
 
-  expect_invalid("fill lo > hi", [&] { mk::fill_uniform(o, 1, 1.0f, -1.0f, nullptr); }, "lo");
-  expect_invalid("fill strided", [&] { mk::fill_uniform(gapped, 1, 0.0f, 1.0f, nullptr); }, "contiguous");
-  expect_invalid("fill i32", [&] { mk::fill_uniform(d_ints.view, 1, 0.0f, 1.0f, nullptr); }, "bf16, f16 or f32");
+  expect_invalid(
+      "fill lo > hi", [&] { mk::fill_uniform(o, 1, 1.0f, -1.0f, nullptr); }, "lo");
+  expect_invalid(
+      "fill strided", [&] { mk::fill_uniform(gapped, 1, 0.0f, 1.0f, nullptr); }, "contiguous");
+  expect_invalid(
+      "fill i32", [&] { mk::fill_uniform(d_ints.view, 1, 0.0f, 1.0f, nullptr); },
+      "bf16, f16 or f32");
 
   // rows == 0 is a valid no-op, even without index arrays.
   mk::embedding(t, nullptr, 0, o, nullptr);

@@ -22,7 +22,8 @@ std::vector<std::string> recorded_events() {
 TEST(NvtxRanges, PlanningEmitsThePlanRange) {
   // Must precede the process's first NVTX call, when the runtime looks for an injection.
   ASSERT_EQ(setenv("NVTX_INJECTION64_PATH", FREEZEFRAME_NVTX_RECORDER, 1), 0);
-  const EngineSpec spec = load_spec(std::string(FREEZEFRAME_SOURCE_DIR) + "/configs/llama-3.1-8b.yaml");
+  const EngineSpec spec =
+      load_spec(std::string(FREEZEFRAME_SOURCE_DIR) + "/configs/llama-3.1-8b.yaml");
   (void)plan_memory(spec, std::int64_t(141) << 30);
   const auto events = recorded_events();
   ASSERT_FALSE(events.empty()) << "the recorder was not loaded from " << FREEZEFRAME_NVTX_RECORDER;

@@ -56,7 +56,9 @@ TEST(StepBatch, RejectsEachRuleWithTheRequestNamed) {
   b.requests[1].seq_len = 101;
   const std::vector<std::int32_t> long_table = {1, 2, 3, 4, 5, 6, 7};
   b.requests[1].block_ids = long_table;
-  EXPECT_NE(message_of(b).find("request 1: seq_len 101 exceeds max_model_len 100"), std::string::npos) << message_of(b);
+  EXPECT_NE(message_of(b).find("request 1: seq_len 101 exceeds max_model_len 100"),
+            std::string::npos)
+      << message_of(b);
   b = f.batch();
   b.requests[2].query_len = 31;
   EXPECT_NE(message_of(b).find("request 2: query_len 31"), std::string::npos) << message_of(b);
@@ -66,7 +68,8 @@ TEST(StepBatch, RejectsEachRuleWithTheRequestNamed) {
   b = f.batch();
   const std::vector<std::int32_t> short_table = {2};
   b.requests[2].block_ids = short_table;
-  EXPECT_NE(message_of(b).find("request 2: seq_len 30 needs 2 blocks"), std::string::npos) << message_of(b);
+  EXPECT_NE(message_of(b).find("request 2: seq_len 30 needs 2 blocks"), std::string::npos)
+      << message_of(b);
   b = f.batch();
   const std::vector<std::int32_t> outside = {2, 20};
   b.requests[2].block_ids = outside;
@@ -88,12 +91,15 @@ TEST(StepBatch, GivenSlotMappingMustMatchTheBlockTables) {
   StepBatch b = f.batch();
   // Decode of length 17: position 16 is block 3's slot 0 = 48; length 5: position 4 = 11·16 + 4.
   std::vector<std::int64_t> slots = {48, 180};
-  for (int pos = 20; pos < 30; ++pos) slots.push_back(std::int64_t(pos < 16 ? 2 : 0) * 16 + pos % 16);
+  for (int pos = 20; pos < 30; ++pos)
+    slots.push_back(std::int64_t(pos < 16 ? 2 : 0) * 16 + pos % 16);
   b.slot_mapping = slots;
   EXPECT_NO_THROW((void)validate_step(b, limits()));
   slots[5] += 1;
-  EXPECT_NE(message_of(b).find("slot_mapping[5] = 8 but request 2's block table puts position 23 in slot 7"),
-            std::string::npos) << message_of(b);
+  EXPECT_NE(message_of(b).find(
+                "slot_mapping[5] = 8 but request 2's block table puts position 23 in slot 7"),
+            std::string::npos)
+      << message_of(b);
 }
 
 TEST(StepBatch, MetadataIsPaddedWithEmptyRequestsAndSkippedSlots) {
@@ -113,7 +119,8 @@ TEST(StepBatch, MetadataIsPaddedWithEmptyRequestsAndSkippedSlots) {
   EXPECT_EQ(m.block_table_rows()[0][1], 3);
   EXPECT_TRUE(c.block_table.empty());
   EXPECT_EQ(c.block_table_rows.size(), 5u);
-  for (int r = 3; r < 5; ++r) EXPECT_TRUE(m.block_table_rows()[r].empty()) << "padded request " << r;
+  for (int r = 3; r < 5; ++r)
+    EXPECT_TRUE(m.block_table_rows()[r].empty()) << "padded request " << r;
   EXPECT_EQ(m.slot_mapping()[0], 48);
   EXPECT_EQ(m.slot_mapping()[1], 11 * 16 + 4);
   EXPECT_EQ(m.slot_mapping()[2], 0 * 16 + 4) << "position 20 is block c[1] = 0, offset 4";

@@ -37,11 +37,14 @@ TEST(CaptureGraph, WorkThatAllocatesIsRefusedAndTheStreamStaysUsable) {
     });
     FAIL() << "a capture that allocates was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("allocated device memory (1 stream-ordered allocations, 1048576 bytes)"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "allocated device memory (1 stream-ordered allocations, 1048576 bytes)"),
+              std::string::npos)
+        << e.what();
   }
   // The same stream captures and runs a graph that does not allocate.
-  const CudaGraph graph = capture_graph(stream.get(), [&] { set_kernel<<<1, 1, 0, stream.get()>>>(result, 42); });
+  const CudaGraph graph =
+      capture_graph(stream.get(), [&] { set_kernel<<<1, 1, 0, stream.get()>>>(result, 42); });
   EXPECT_EQ(allocation_nodes(graph).count, 0);
   const GraphExec exec(graph);
   exec.launch(stream.get());

@@ -23,8 +23,8 @@ TEST(CaptureSizes, DefaultLadderMatchesVllm) {
 
 TEST(CaptureSizes, PadsToTheSmallestSizeThatHolds) {
   const auto sizes = default_capture_sizes(512);
-  const std::pair<int, int> cases[] = {{1, 1}, {3, 4}, {7, 8}, {25, 32}, {45, 48}, {123, 128},
-                                       {248, 248}, {249, 256}, {500, 512}, {513, 0}};
+  const std::pair<int, int> cases[] = {{1, 1},     {3, 4},     {7, 8},     {25, 32},   {45, 48},
+                                       {123, 128}, {248, 248}, {249, 256}, {500, 512}, {513, 0}};
   for (auto [tokens, padded] : cases) EXPECT_EQ(padded_size(sizes, tokens), padded) << tokens;
 }
 

@@ -22,7 +22,8 @@ __global__ void add_kernel(float* data, int n, float value) {
 /// `kernels` launches of data[0, n) += value, each over its own grid.
 CudaGraph capture_adds(cudaStream_t stream, float* data, int n, float value, int kernels) {
   return capture_graph(stream, [&] {
-    for (int k = 0; k < kernels; ++k) add_kernel<<<(n + 127) / 128, 128, 0, stream>>>(data, n, value);
+    for (int k = 0; k < kernels; ++k)
+      add_kernel<<<(n + 127) / 128, 128, 0, stream>>>(data, n, value);
   });
 }
 
@@ -45,7 +46,8 @@ TEST(SharedExecutables, GraphsOfOneShapeShareAndEachLaunchRunsItsOwnParameters) 
   const int sizes[] = {64, 512, 1000, 4096};
   std::vector<int> handles;
   for (int i = 0; i < 4; ++i) {
-    handles.push_back(shared.add(0, capture_adds(stream.get(), p, sizes[i], float(i + 1), 3), stream.get()));
+    handles.push_back(
+        shared.add(0, capture_adds(stream.get(), p, sizes[i], float(i + 1), 3), stream.get()));
   }
   // Another shape (one kernel) in the same group, and the same shape in another group.
   const int other_shape = shared.add(0, capture_adds(stream.get(), p, 64, 100.f, 1), stream.get());
@@ -77,7 +79,8 @@ TEST(SharedExecutables, RelaunchingTheHeldGraphNeedsNoUpdate) {
   DeviceBuffer data(256 * sizeof(float));
   FF_CUDA_CHECK(cudaMemsetAsync(data.data(), 0, 256 * sizeof(float), stream.get()));
   SharedExecutables shared;
-  const int a = shared.add(0, capture_adds(stream.get(), static_cast<float*>(data.data()), 256, 1.f, 2), stream.get());
+  const int a = shared.add(
+      0, capture_adds(stream.get(), static_cast<float*>(data.data()), 256, 1.f, 2), stream.get());
   const long long after_add = shared.updates();
   for (int i = 0; i < 5; ++i) shared.launch(a, stream.get());
   EXPECT_EQ(shared.updates(), after_add);

@@ -25,7 +25,7 @@ HostBlock host_block(std::size_t bytes) {
 
 MemoryPlan small_plan() {
   MemoryPlan plan(4096);
-  plan.add_region("a", RegionKind::kWeights, 100);   // [0, 100)
+  plan.add_region("a", RegionKind::kWeights, 100);       // [0, 100)
   plan.add_region("b", RegionKind::kActivations, 1000);  // [256, 1256)
   plan.add_placement("b", {"b.x", 512, 256});
   return plan;
@@ -64,7 +64,8 @@ TEST(Arena, ViewsInsideTheirRegionsAreHandedOut) {
   const TensorView v = arena.view("b", DType::kF32, {250});
   EXPECT_EQ(v.data(), memory.get() + 256);
   EXPECT_EQ(arena.view("b", DType::kF32, {2, 10}, 920).data(), memory.get() + 256 + 920);
-  const TensorView x = arena.placement_view("b", "b.x", DType::kBF16, std::vector<std::int64_t>{128});
+  const TensorView x =
+      arena.placement_view("b", "b.x", DType::kBF16, std::vector<std::int64_t>{128});
   EXPECT_EQ(x.data(), memory.get() + 768);
   EXPECT_EQ(arena.data("a"), memory.get());
 }

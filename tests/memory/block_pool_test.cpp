@@ -53,7 +53,8 @@ TEST(BlockPool, ExhaustionTakesNothing) {
     FAIL() << "allocated more blocks than are free";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory);
-    EXPECT_NE(e.message().find("2 free blocks of 5; 3 were asked for"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("2 free blocks of 5; 3 were asked for"), std::string::npos)
+        << e.message();
   }
   EXPECT_EQ(table.size(), 3u);
   EXPECT_EQ(pool.num_free(), 2);

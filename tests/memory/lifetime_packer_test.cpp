@@ -66,8 +66,7 @@ TEST(LifetimePacker, OverlappingLifetimesStack) {
 TEST(LifetimePacker, BestFitTakesTheTightestGap) {
   // Largest first: A [0, 4096) live 0..9; B [4096, 5120) live 0..1; C [5120, 9216) live 0..9.
   // Then D (1000 B, live 2..3) fits where B was, instead of growing the region.
-  const std::vector<TensorLifetime> t = {
-      {4096, 0, 9}, {1024, 0, 1}, {4096, 0, 9}, {1000, 2, 3}};
+  const std::vector<TensorLifetime> t = {{4096, 0, 9}, {1024, 0, 1}, {4096, 0, 9}, {1000, 2, 3}};
   const PackedLayout layout = pack_lifetimes(t);
   EXPECT_EQ(layout.offsets[3], layout.offsets[1]);
   EXPECT_EQ(layout.peak_bytes, 9216);

@@ -23,7 +23,7 @@ struct LoopResult {
 
 /// Drives the batcher to completion, checking every step against the step validation.
 LoopResult drive(ContinuousBatcher& batcher, BlockPool& pool, const DeploymentLimits& limits,
-          const std::vector<TraceRequest>& trace) {
+                 const std::vector<TraceRequest>& trace) {
   DeploymentLimits step_limits = limits;
   step_limits.num_blocks = pool.num_blocks();
   LoopResult run;
@@ -62,9 +62,11 @@ TEST(ContinuousBatcher, RunsEveryRequestToCompletionAndFreesEveryBlock) {
   std::mt19937 rng(12);
   std::vector<TraceRequest> trace;
   for (int i = 0; i < 300; ++i) {
-    trace.push_back({i * 0.01, static_cast<std::int32_t>(1 + rng() % 700), static_cast<std::int32_t>(rng() % 60)});
+    trace.push_back({i * 0.01, static_cast<std::int32_t>(1 + rng() % 700),
+                     static_cast<std::int32_t>(rng() % 60)});
   }
-  const DeploymentLimits limits{.max_num_seqs = 16, .max_num_batched_tokens = 256, .max_model_len = 512, .block_size = 16};
+  const DeploymentLimits limits{
+      .max_num_seqs = 16, .max_num_batched_tokens = 256, .max_model_len = 512, .block_size = 16};
   BlockPool pool(400);
   ContinuousBatcher batcher(limits, pool);
   const LoopResult run = drive(batcher, pool, limits, trace);
@@ -93,12 +95,15 @@ TEST(ContinuousBatcher, RunsEveryRequestToCompletionAndFreesEveryBlock) {
 }
 
 TEST(ContinuousBatcher, ReplaysTheAzureConversationTrace) {
-  const std::filesystem::path path = std::filesystem::path(FREEZEFRAME_SOURCE_DIR) / ".." / "shared" /
-                                     "data" / "traces" / "AzureLLMInferenceTrace_conv.csv";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "the Azure traces are not beside the checkout: " << path;
+  const std::filesystem::path path = std::filesystem::path(FREEZEFRAME_SOURCE_DIR) / ".." /
+                                     "shared" / "data" / "traces" /
+                                     "AzureLLMInferenceTrace_conv.csv";
+  if (!std::filesystem::exists(path))
+    GTEST_SKIP() << "the Azure traces are not beside the checkout: " << path;
   // The first 500 requests, arriving 20× faster than recorded.
   const auto trace = load_azure_trace(path.string(), {.time_scale = 0.05, .max_requests = 500});
-  const DeploymentLimits limits{.max_num_seqs = 64, .max_num_batched_tokens = 2048, .max_model_len = 8192, .block_size = 16};
+  const DeploymentLimits limits{
+      .max_num_seqs = 64, .max_num_batched_tokens = 2048, .max_model_len = 8192, .block_size = 16};
   BlockPool pool(8192);
   ContinuousBatcher batcher(limits, pool);
   const LoopResult run = drive(batcher, pool, limits, trace);
@@ -109,23 +114,36 @@ TEST(ContinuousBatcher, ReplaysTheAzureConversationTrace) {
 TEST(ContinuousBatcher, RejectsBadLimitsAndRequests) {
   BlockPool pool(10);
   try {
-    ContinuousBatcher({.max_num_seqs = 8, .max_num_batched_tokens = 4, .max_model_len = 64, .block_size = 16}, pool);
+    ContinuousBatcher(
+        {.max_num_seqs = 8, .max_num_batched_tokens = 4, .max_model_len = 64, .block_size = 16},
+        pool);
     ADD_FAILURE() << "limits with fewer batched tokens than sequences were accepted";
   } catch (const Error& e) {
-    EXPECT_NE(e.message().find("scheduler.max_num_batched_tokens"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("scheduler.max_num_batched_tokens"), std::string::npos)
+        << e.message();
   }
-  EXPECT_THROW(ContinuousBatcher({.max_num_seqs = 8, .max_num_batched_tokens = 8, .max_model_len = 1, .block_size = 16}, pool), Error);
-  ContinuousBatcher batcher({.max_num_seqs = 2, .max_num_batched_tokens = 8, .max_model_len = 64, .block_size = 16}, pool);
+  EXPECT_THROW(
+      ContinuousBatcher(
+          {.max_num_seqs = 8, .max_num_batched_tokens = 8, .max_model_len = 1, .block_size = 16},
+          pool),
+      Error);
+  ContinuousBatcher batcher(
+      {.max_num_seqs = 2, .max_num_batched_tokens = 8, .max_model_len = 64, .block_size = 16},
+      pool);
   EXPECT_THROW((void)batcher.add(0, 0, 4), Error);
   EXPECT_THROW((void)batcher.add(0, 4, -1), Error);
   EXPECT_EQ(batcher.add(1, 65, 1), Admission::kPromptTooLong);
-  EXPECT_EQ(batcher.add(2, 64, 1), Admission::kQueued) << "a full-length prompt still yields a token";
+  EXPECT_EQ(batcher.add(2, 64, 1), Admission::kQueued)
+      << "a full-length prompt still yields a token";
   EXPECT_EQ(batcher.add(3, 60, 10), Admission::kOutputCut) << "60 + 9 fed back > 64";
   EXPECT_EQ(batcher.add(4, 2147483647, 1), Admission::kPromptTooLong) << "no wrap, no clamp";
   BlockPool small(2);
-  ContinuousBatcher tight({.max_num_seqs = 2, .max_num_batched_tokens = 8, .max_model_len = 64, .block_size = 16}, small);
+  ContinuousBatcher tight(
+      {.max_num_seqs = 2, .max_num_batched_tokens = 8, .max_model_len = 64, .block_size = 16},
+      small);
   EXPECT_EQ(tight.add(1, 20, 5), Admission::kQueued) << "24 positions: 2 blocks";
-  EXPECT_EQ(tight.add(2, 63, 2), Admission::kCacheTooSmall) << "64 positions need 4 blocks, the cache has 2";
+  EXPECT_EQ(tight.add(2, 63, 2), Admission::kCacheTooSmall)
+      << "64 positions need 4 blocks, the cache has 2";
   EXPECT_EQ(tight.num_waiting(), 1) << "refused requests are not queued";
 }
 

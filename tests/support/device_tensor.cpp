@@ -13,7 +13,8 @@ DeviceTensor upload(const HostTensor& host) {
 
 void download(const TensorView& device, HostTensor& host) {
   FF_CHECK(static_cast<std::size_t>(device.span_bytes()) == host.bytes(),
-           ErrorCode::kInvalidArgument, "download: device view ", device.describe(), " and host tensor differ in size");
+           ErrorCode::kInvalidArgument, "download: device view ", device.describe(),
+           " and host tensor differ in size");
   FF_CUDA_CHECK(cudaMemcpy(host.data(), device.data(), host.bytes(), cudaMemcpyDeviceToHost));
 }
 

@@ -45,8 +45,10 @@ int NVTX_API domain_pop(nvtxDomainHandle_t domain) {
 
 extern "C" {
 
-__attribute__((visibility("default"))) int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_table) {
-  const auto* callbacks = static_cast<const NvtxExportTableCallbacks*>(get_table(NVTX_ETID_CALLBACKS));
+__attribute__((visibility("default"))) int InitializeInjectionNvtx2(
+    NvtxGetExportTableFunc_t get_table) {
+  const auto* callbacks =
+      static_cast<const NvtxExportTableCallbacks*>(get_table(NVTX_ETID_CALLBACKS));
   if (callbacks == nullptr) return 0;
   NvtxFunctionTable table = nullptr;
   unsigned int size = 0;

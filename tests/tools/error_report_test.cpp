@@ -26,9 +26,9 @@ TEST(ErrorReport, RefusalWithoutSourcePathUnlessVerbose) {
 }
 
 TEST(ErrorReport, EveryRefusalCodeIsNotAnInternalError) {
-  for (const ErrorCode code : {ErrorCode::kInvalidArgument, ErrorCode::kUnsupported,
-                               ErrorCode::kNotFound, ErrorCode::kOutOfMemory,
-                               ErrorCode::kCudaError}) {
+  for (const ErrorCode code :
+       {ErrorCode::kInvalidArgument, ErrorCode::kUnsupported, ErrorCode::kNotFound,
+        ErrorCode::kOutOfMemory, ErrorCode::kCudaError}) {
     const std::string text = describe_error(make_error(code, "no"), false);
     EXPECT_EQ(text.find("internal error"), std::string::npos) << text;
     EXPECT_EQ(text.find(".cpp"), std::string::npos) << text;

@@ -70,7 +70,10 @@ __device__ __forceinline__ int decode_request(const std::int32_t* query_start_lo
   int lo = 0, hi = num_reqs - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (query_start_loc[mid] <= row) lo = mid; else hi = mid - 1;
+    if (query_start_loc[mid] <= row)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return query_start_loc[lo + 1] - query_start_loc[lo] == 1 ? lo : -1;
 }
@@ -135,7 +138,8 @@ struct RowPieces {
   __device__ __forceinline__ void load(const std::uint8_t* row_base, int lane_t) {
 #pragma unroll
     for (int j = 0; j < kLoads; ++j) {
-      raw[j] = __ldg(reinterpret_cast<const uint4*>(row_base + (j * 4 * kElems + lane_t * kElems) * sizeof(KV)));
+      raw[j] = __ldg(reinterpret_cast<const uint4*>(row_base + (j * 4 * kElems + lane_t * kElems) *
+                                                                   sizeof(KV)));
     }
   }
   /// Register w (elements 2w', 2w'+1 of this lane's pieces).
@@ -161,8 +165,8 @@ __global__ void __launch_bounds__(kThreads)
   static_assert(HeadsPerCta <= 8, "one mma n-tile holds 8 heads");
   using MT = typename MmaType<KV>::type;
   using Rows = RowPieces<KV, D>;
-  constexpr int kSteps = D / 16;         // mma k-steps over the head dim
-  constexpr int kDimTiles = D / 16;      // mma m-tiles over the output dims
+  constexpr int kSteps = D / 16;     // mma k-steps over the head dim
+  constexpr int kDimTiles = D / 16;  // mma m-tiles over the output dims
 
   __shared__ float s_acc[kWarps][HeadsPerCta][D];
   __shared__ float s_m[kWarps][HeadsPerCta];
@@ -194,7 +198,8 @@ __global__ void __launch_bounds__(kThreads)
   const bool head_valid = g < HeadsPerCta;
   std::uint32_t qa[kSteps][2];
   {
-    const T* q = static_cast<const T*>(p.q) + row * p.q_stride_token + (head0 + min(g, HeadsPerCta - 1)) * p.q_stride_head;
+    const T* q = static_cast<const T*>(p.q) + row * p.q_stride_token +
+                 (head0 + min(g, HeadsPerCta - 1)) * p.q_stride_head;
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
 #pragma unroll
@@ -216,7 +221,8 @@ __global__ void __launch_bounds__(kThreads)
 
   const auto* k_base = static_cast<const std::uint8_t*>(p.k_cache);
   const auto* v_base = static_cast<const std::uint8_t*>(p.v_cache);
-  const std::int32_t* blocks = p.block_table + static_cast<std::int64_t>(req) * p.block_table_stride;
+  const std::int32_t* blocks =
+      p.block_table + static_cast<std::int64_t>(req) * p.block_table_stride;
   const int block_mask = (1 << p.block_shift) - 1;
 
   // A tile's two rows for this lane (a valid row stands in for a masked one), and their
@@ -225,7 +231,7 @@ __global__ void __launch_bounds__(kThreads)
     const int token = j0 + 8 * i + g;
     return token < end ? token : j0;
   };
-  auto load_ids = [&](int j0, int (&ids)[2]) {
+  auto load_ids = [&](int j0, int(&ids)[2]) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) ids[i] = j0 < end ? blocks[tile_token(j0, i) >> p.block_shift] : 0;
   };
@@ -236,7 +242,7 @@ __global__ void __launch_bounds__(kThreads)
   };
 
   // One tile: S = Q·Kᵀ, the online softmax, Oᵀ += Vᵀ·Pᵀ.
-  auto attend = [&](int j0, const Rows (&k_rows)[2], const Rows (&v_rows)[2]) {
+  auto attend = [&](int j0, const Rows(&k_rows)[2], const Rows(&v_rows)[2]) {
     // S for the two 8-token halves: lane holds head g's scores of tokens 2t, 2t+1.
     float s[2][4];
 #pragma unroll
@@ -365,7 +371,8 @@ __global__ void __launch_bounds__(kThreads)
           kernels::from_float<T>(out);
       if (d == 0 && p.lse != nullptr) p.lse[row * p.lse_stride_token + head] = lse;
     } else {
-      const std::int64_t state = (static_cast<std::int64_t>(split) * p.num_rows + row) * p.num_heads + head;
+      const std::int64_t state =
+          (static_cast<std::int64_t>(split) * p.num_rows + row) * p.num_heads + head;
       p.partial_out[state * D + d] = out;
       if (d == 0) p.partial_lse[state] = lse;
     }

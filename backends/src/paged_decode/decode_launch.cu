@@ -32,7 +32,8 @@ __global__ void combine_kernel(const __grid_constant__ DecodeParams p, int head_
   T* out = static_cast<T*>(p.out) + row * p.out_stride_token + head * p.out_stride_head;
   for (int d = threadIdx.x; d < head_size; d += blockDim.x) {
     float acc = 0.0f;  // all weights 0 (no split saw a key) gives 0, never NaN
-    for (int r = 0; r < splits; ++r) acc += s_weight[r] * p.partial_out[(r * stride + state) * head_size + d];
+    for (int r = 0; r < splits; ++r)
+      acc += s_weight[r] * p.partial_out[(r * stride + state) * head_size + d];
     out[d] = kernels::from_float<T>(acc);
   }
   if (threadIdx.x == 0 && p.lse != nullptr) p.lse[row * p.lse_stride_token + head] = s_lse;

@@ -123,7 +123,8 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
   const auto elem = static_cast<std::int64_t>(size_of(kv_cache.dtype()));
   FF_CHECK((k_cache.stride(0) * elem) % 16 == 0 && (k_cache.stride(1) * elem) % 16 == 0 &&
                (k_cache.stride(2) * elem) % 16 == 0,
-           E::kInvalidArgument, "paged_decode reads the cache in 16-byte vectors: its block, "
+           E::kInvalidArgument,
+           "paged_decode reads the cache in 16-byte vectors: its block, "
            "token and head strides must be multiples of 16 bytes");
   const int block_size = static_cast<int>(k_cache.size(1));
   const int splits = policy_.splits(rows, p.num_heads / heads_per_cta_,
@@ -141,8 +142,8 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
              "': decoder attention needs this step's key and value");
     check_kv_rows(key, "key", query.dtype(), md.num_slots, p.num_kv_heads, p.head_size);
     check_kv_rows(value, "value", query.dtype(), md.num_slots, p.num_kv_heads, p.head_size);
-    reference::launch_reshape_and_cache(key, value, k_cache, v_cache, md.slot_mapping,
-                                        md.num_slots, layer.k_scale, layer.v_scale, stream);
+    reference::launch_reshape_and_cache(key, value, k_cache, v_cache, md.slot_mapping, md.num_slots,
+                                        layer.k_scale, layer.v_scale, stream);
   }
   const bool fp8 = is_fp8(kv_cache.dtype());
 
@@ -183,7 +184,8 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
   d.sliding_window = p.sliding_window.value_or(0);
   d.use_alibi = !p.alibi_slopes.empty();
   std::copy(p.alibi_slopes.begin(), p.alibi_slopes.end(), d.alibi);
-  paged_decode::launch_decode(d, query.dtype(), kv_cache.dtype(), p.head_size, heads_per_cta_, stream);
+  paged_decode::launch_decode(d, query.dtype(), kv_cache.dtype(), p.head_size, heads_per_cta_,
+                              stream);
   if (splits > 1) paged_decode::launch_combine(d, query.dtype(), p.head_size, stream);
 
   if (md.num_decode_tokens < rows) {  // prefill chunks and padding rows
@@ -204,10 +206,10 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
     rest.causal = true;
     rest.skip_single_token_queries = true;
     rest.alibi_slopes = p.alibi_slopes;
-    reference::launch_attention(
-        rest,
-        reference::paged_source(k_cache, v_cache, kv_cache.dtype(), md, layer.k_scale, layer.v_scale),
-        stream);
+    reference::launch_attention(rest,
+                                reference::paged_source(k_cache, v_cache, kv_cache.dtype(), md,
+                                                        layer.k_scale, layer.v_scale),
+                                stream);
   }
 }
 
@@ -222,8 +224,7 @@ class PagedDecodeBackend final : public AttentionBackend {
   std::span<const DType> supported_kv_cache_dtypes() const override { return kCacheDTypes; }
 
   std::vector<std::int64_t> kv_cache_shape(std::int64_t num_blocks, int block_size,
-                                           int num_kv_heads, int head_size,
-                                           DType) const override {
+                                           int num_kv_heads, int head_size, DType) const override {
     return {2, num_blocks, block_size, num_kv_heads, head_size};
   }
   // Head-major inside a block: one KV head's rows of a block are contiguous, so a CTA that

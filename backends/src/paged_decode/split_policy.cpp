@@ -11,7 +11,8 @@ DecodeSplitPolicy DecodeSplitPolicy::for_current_device() {
   if (!has_gpu()) return policy;
   int device = 0, sms = 0;
   if (cudaGetDevice(&device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && sms > 0) {
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess &&
+      sms > 0) {
     policy.sm_count = sms;
   }
   return policy;

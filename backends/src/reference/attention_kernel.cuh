@@ -10,14 +10,14 @@
 
 #include <cstdint>
 
-#include "kernels/block_reduce.cuh"
 #include "freezeframe/core/convert.cuh"
+#include "kernels/block_reduce.cuh"
 
 namespace freezeframe::kernels {
 
 inline constexpr int kAttentionThreads = 128;
-inline constexpr int kMaxHeads = 256;           // ALiBi slopes travel in the params
-inline constexpr int kMaxQkHeadSize = 640;      // MLA's absorbed 512 + 64 fits
+inline constexpr int kMaxHeads = 256;       // ALiBi slopes travel in the params
+inline constexpr int kMaxQkHeadSize = 640;  // MLA's absorbed 512 + 64 fits
 
 /// Keys and values in the paged cache. Element (block, offset, kv_head, d) sits at
 /// block·stride_block + offset·stride_token + kv_head·stride_head + d.
@@ -32,8 +32,8 @@ struct PagedKv {
   float k_scale = 1.0f, v_scale = 1.0f;  // dequantisation (value = stored × scale)
 
   __device__ std::int64_t offset(int req, int pos, int kv_head) const {
-    const int block = block_table[static_cast<std::int64_t>(req) * block_table_stride +
-                                  pos / block_size];
+    const int block =
+        block_table[static_cast<std::int64_t>(req) * block_table_stride + pos / block_size];
     return block * stride_block + (pos % block_size) * stride_token + kv_head * stride_head;
   }
   __device__ const CacheT* key(int req, int pos, int kv_head) const {
@@ -107,7 +107,10 @@ __global__ void __launch_bounds__(kAttentionThreads)
     int lo = p.req_begin, hi = p.req_end - 1;
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (p.query_start_loc[mid] <= row) lo = mid; else hi = mid - 1;
+      if (p.query_start_loc[mid] <= row)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     req = lo;
   }
@@ -153,7 +156,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
     const float prob = (j <= last) ? expf(s - m_new) : 0.0f;
     s_p[tid] = prob;
     const float chunk_sum = Reduce::sum(s_reduce, prob);  // its barriers publish s_p
-    const float correction = expf(m - m_new);           // 0 on the first chunk
+    const float correction = expf(m - m_new);             // 0 on the first chunk
     const int count = min(kAttentionThreads, last - chunk + 1);
 #pragma unroll
     for (int i = 0; i < kValuesPerThread; ++i) acc[i] *= correction;

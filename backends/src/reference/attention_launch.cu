@@ -102,8 +102,8 @@ ContiguousKv<T> contiguous(const ContiguousSource& s) {
 
 [[noreturn]] void unsupported(const AttentionLaunch& l, DType kv, const char* source) {
   FF_THROW(ErrorCode::kUnsupported, "reference attention has no kernel for query ",
-           name_of(l.query.dtype()), ", output ", name_of(l.output.dtype()), " and ", source,
-           " ", name_of(kv));
+           name_of(l.query.dtype()), ", output ", name_of(l.output.dtype()), " and ", source, " ",
+           name_of(kv));
 }
 
 }  // namespace
@@ -112,24 +112,34 @@ void launch_attention(const AttentionLaunch& l, const PagedSource& s, cudaStream
   const DType q = l.query.dtype(), o = l.output.dtype(), c = s.dtype;
   using bf16 = __nv_bfloat16;
   using fp8 = __nv_fp8_e4m3;
-  if (q == DType::kBF16 && o == DType::kBF16 && c == DType::kBF16) return run<bf16, bf16>(l, paged<bf16>(s), stream);
-  if (q == DType::kBF16 && o == DType::kBF16 && c == DType::kFp8E4M3) return run<bf16, bf16>(l, paged<fp8>(s), stream);
-  if (q == DType::kF16 && o == DType::kF16 && c == DType::kF16) return run<__half, __half>(l, paged<__half>(s), stream);
-  if (q == DType::kF16 && o == DType::kF16 && c == DType::kFp8E4M3) return run<__half, __half>(l, paged<fp8>(s), stream);
+  if (q == DType::kBF16 && o == DType::kBF16 && c == DType::kBF16)
+    return run<bf16, bf16>(l, paged<bf16>(s), stream);
+  if (q == DType::kBF16 && o == DType::kBF16 && c == DType::kFp8E4M3)
+    return run<bf16, bf16>(l, paged<fp8>(s), stream);
+  if (q == DType::kF16 && o == DType::kF16 && c == DType::kF16)
+    return run<__half, __half>(l, paged<__half>(s), stream);
+  if (q == DType::kF16 && o == DType::kF16 && c == DType::kFp8E4M3)
+    return run<__half, __half>(l, paged<fp8>(s), stream);
   // MLA decode: f32 absorbed query and f32 latent output over a bf16/f16 latent cache.
-  if (q == DType::kF32 && o == DType::kF32 && c == DType::kBF16) return run<float, float>(l, paged<bf16>(s), stream);
-  if (q == DType::kF32 && o == DType::kF32 && c == DType::kF16) return run<float, float>(l, paged<__half>(s), stream);
+  if (q == DType::kF32 && o == DType::kF32 && c == DType::kBF16)
+    return run<float, float>(l, paged<bf16>(s), stream);
+  if (q == DType::kF32 && o == DType::kF32 && c == DType::kF16)
+    return run<float, float>(l, paged<__half>(s), stream);
   unsupported(l, c, "paged cache");
 }
 
 void launch_attention(const AttentionLaunch& l, const ContiguousSource& s, cudaStream_t stream) {
   const DType q = l.query.dtype(), o = l.output.dtype(), k = s.key.dtype();
   using bf16 = __nv_bfloat16;
-  if (q == DType::kBF16 && o == DType::kBF16 && k == DType::kBF16) return run<bf16, bf16>(l, contiguous<bf16>(s), stream);
-  if (q == DType::kF16 && o == DType::kF16 && k == DType::kF16) return run<__half, __half>(l, contiguous<__half>(s), stream);
+  if (q == DType::kBF16 && o == DType::kBF16 && k == DType::kBF16)
+    return run<bf16, bf16>(l, contiguous<bf16>(s), stream);
+  if (q == DType::kF16 && o == DType::kF16 && k == DType::kF16)
+    return run<__half, __half>(l, contiguous<__half>(s), stream);
   // MLA prefill: f32 query and expanded f32 keys/values, output in the model dtype.
-  if (q == DType::kF32 && o == DType::kBF16 && k == DType::kF32) return run<float, bf16>(l, contiguous<float>(s), stream);
-  if (q == DType::kF32 && o == DType::kF16 && k == DType::kF32) return run<float, __half>(l, contiguous<float>(s), stream);
+  if (q == DType::kF32 && o == DType::kBF16 && k == DType::kF32)
+    return run<float, bf16>(l, contiguous<float>(s), stream);
+  if (q == DType::kF32 && o == DType::kF16 && k == DType::kF32)
+    return run<float, __half>(l, contiguous<float>(s), stream);
   unsupported(l, k, "keys");
 }
 

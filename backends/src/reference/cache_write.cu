@@ -4,8 +4,8 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
-#include "freezeframe/core/error.h"
 #include "freezeframe/core/convert.cuh"
+#include "freezeframe/core/error.h"
 #include "reference/launch.h"
 
 namespace freezeframe::reference {
@@ -40,8 +40,8 @@ __global__ void reshape_and_cache_kernel(const __grid_constant__ CacheWriteParam
   const int elements = p.num_kv_heads * p.head_size;
   for (int e = threadIdx.x; e < elements; e += blockDim.x) {
     const int head = e / p.head_size, d = e % p.head_size;
-    const std::int64_t dst = block * p.stride_block + offset * p.stride_token +
-                             head * p.stride_head + d;
+    const std::int64_t dst =
+        block * p.stride_block + offset * p.stride_token + head * p.stride_head + d;
     const float k = to_float(key[blockIdx.x * p.key_stride_token + head * p.key_stride_head + d]);
     const float v =
         to_float(value[blockIdx.x * p.value_stride_token + head * p.value_stride_head + d]);
@@ -83,10 +83,14 @@ void launch_reshape_and_cache(const TensorView& key, const TensorView& value,
   p.inv_v_scale = 1.0f / v_scale;
 
   const DType in = key.dtype(), cache = k_cache.dtype();
-  if (in == DType::kBF16 && cache == DType::kBF16) return launch<__nv_bfloat16, __nv_bfloat16>(p, num_slots, stream);
-  if (in == DType::kF16 && cache == DType::kF16) return launch<__half, __half>(p, num_slots, stream);
-  if (in == DType::kBF16 && cache == DType::kFp8E4M3) return launch<__nv_bfloat16, __nv_fp8_e4m3>(p, num_slots, stream);
-  if (in == DType::kF16 && cache == DType::kFp8E4M3) return launch<__half, __nv_fp8_e4m3>(p, num_slots, stream);
+  if (in == DType::kBF16 && cache == DType::kBF16)
+    return launch<__nv_bfloat16, __nv_bfloat16>(p, num_slots, stream);
+  if (in == DType::kF16 && cache == DType::kF16)
+    return launch<__half, __half>(p, num_slots, stream);
+  if (in == DType::kBF16 && cache == DType::kFp8E4M3)
+    return launch<__nv_bfloat16, __nv_fp8_e4m3>(p, num_slots, stream);
+  if (in == DType::kF16 && cache == DType::kFp8E4M3)
+    return launch<__half, __nv_fp8_e4m3>(p, num_slots, stream);
   FF_THROW(ErrorCode::kUnsupported, "cache write from ", name_of(in), " into a ", name_of(cache),
            " cache is not supported");
 }

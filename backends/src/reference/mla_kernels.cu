@@ -4,8 +4,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "freezeframe/core/error.h"
 #include "freezeframe/core/convert.cuh"
+#include "freezeframe/core/error.h"
 #include "reference/mla_launch.h"
 
 namespace freezeframe::reference {
@@ -27,7 +27,10 @@ __device__ int find_request(const std::int32_t* start, int begin, int end, int r
   int lo = begin, hi = end - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (start[mid] <= row) lo = mid; else hi = mid - 1;
+    if (start[mid] <= row)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -170,8 +173,8 @@ __global__ void expand_latent_kernel(const __grid_constant__ ExpandParams p) {
   for (int j = blockIdx.x; j < total; j += gridDim.x) {
     const int req = find_request(p.seq_start_loc, p.num_decodes, p.num_reqs, first + j);
     const int pos = first + j - p.seq_start_loc[req];
-    const int block = p.block_table[static_cast<std::int64_t>(req) * p.block_table_stride +
-                                    pos / p.block_size];
+    const int block =
+        p.block_table[static_cast<std::int64_t>(req) * p.block_table_stride + pos / p.block_size];
     const T* latent = static_cast<const T*>(p.cache) + block * p.cache_stride_block +
                       (pos % p.block_size) * p.cache_stride_token;
     __syncthreads();  // the previous row's readers are done with s_latent
@@ -212,12 +215,16 @@ void launch_projection(const Projection& p, cudaStream_t stream) {
   if (p.rows == 0 || p.n_out == 0 || p.batch == 0) return;
   using bf16 = __nv_bfloat16;
   const DType x = p.x_dtype, w = p.w_dtype, o = p.out_dtype;
-  if (x == DType::kBF16 && w == DType::kBF16 && o == DType::kF32) return run_projection<bf16, bf16, float>(p, stream);
-  if (x == DType::kF16 && w == DType::kF16 && o == DType::kF32) return run_projection<__half, __half, float>(p, stream);
-  if (x == DType::kF32 && w == DType::kBF16 && o == DType::kBF16) return run_projection<float, bf16, bf16>(p, stream);
-  if (x == DType::kF32 && w == DType::kF16 && o == DType::kF16) return run_projection<float, __half, __half>(p, stream);
-  FF_THROW(ErrorCode::kUnsupported, "reference MLA: no projection kernel for ", name_of(x),
-           " × ", name_of(w), " → ", name_of(o));
+  if (x == DType::kBF16 && w == DType::kBF16 && o == DType::kF32)
+    return run_projection<bf16, bf16, float>(p, stream);
+  if (x == DType::kF16 && w == DType::kF16 && o == DType::kF32)
+    return run_projection<__half, __half, float>(p, stream);
+  if (x == DType::kF32 && w == DType::kBF16 && o == DType::kBF16)
+    return run_projection<float, bf16, bf16>(p, stream);
+  if (x == DType::kF32 && w == DType::kF16 && o == DType::kF16)
+    return run_projection<float, __half, __half>(p, stream);
+  FF_THROW(ErrorCode::kUnsupported, "reference MLA: no projection kernel for ", name_of(x), " × ",
+           name_of(w), " → ", name_of(o));
 }
 
 void launch_mla_rope_and_cache(const MlaParams& params, const TensorView& q,

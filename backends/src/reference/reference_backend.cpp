@@ -24,16 +24,16 @@ class ReferenceImpl final : public AttentionImpl {
   std::size_t workspace_bytes(const BatchLimits&) const override { return 0; }
 
   void forward(const AttentionLayer& layer, const TensorView& query, const TensorView& key,
-               const TensorView& value, const TensorView& kv_cache,
-               const AttentionMetadata& md, const TensorView& output, cudaStream_t stream,
-               const TensorView& lse_ln, const OutputQuant& quant) override;
+               const TensorView& value, const TensorView& kv_cache, const AttentionMetadata& md,
+               const TensorView& output, cudaStream_t stream, const TensorView& lse_ln,
+               const OutputQuant& quant) override;
 };
 
 void ReferenceImpl::forward(const AttentionLayer& layer, const TensorView& query,
                             const TensorView& key, const TensorView& value,
                             const TensorView& kv_cache, const AttentionMetadata& md,
-                            const TensorView& output, cudaStream_t stream,
-                            const TensorView& lse_ln, const OutputQuant& quant) {
+                            const TensorView& output, cudaStream_t stream, const TensorView& lse_ln,
+                            const OutputQuant& quant) {
   const AttentionParams& p = params();
   FF_CHECK(!quant.output_scale.defined() && !quant.output_block_scale.defined(), E::kUnsupported,
            "the reference backend does not fuse output quantisation (layer '", layer.name, "')");
@@ -66,9 +66,9 @@ void ReferenceImpl::forward(const AttentionLayer& layer, const TensorView& query
     check_kv_rows(value, "value", query.dtype(), rows, p.num_kv_heads, p.head_size);
     for (int r = 0; r < md.num_reqs; ++r) {
       const int query_len = md.query_start_loc_host[r + 1] - md.query_start_loc_host[r];
-      FF_CHECK(md.seq_lens_host[r] == query_len, E::kInvalidArgument, "layer '", layer.name,
-               "' (", to_string(p.attn_type), "): request ", r, " has seq_len ",
-               md.seq_lens_host[r], " but ", query_len,
+      FF_CHECK(md.seq_lens_host[r] == query_len, E::kInvalidArgument, "layer '", layer.name, "' (",
+               to_string(p.attn_type), "): request ", r, " has seq_len ", md.seq_lens_host[r],
+               " but ", query_len,
                " tokens; encoder attention has no context, so they must be equal");
     }
     reference::ContiguousSource source{key, value, md.query_start_loc, 0};
@@ -87,8 +87,8 @@ void ReferenceImpl::forward(const AttentionLayer& layer, const TensorView& query
   if (has_new_kv && writes_cache) {
     check_kv_rows(key, "key", query.dtype(), md.num_slots, p.num_kv_heads, p.head_size);
     check_kv_rows(value, "value", query.dtype(), md.num_slots, p.num_kv_heads, p.head_size);
-    reference::launch_reshape_and_cache(key, value, k_cache, v_cache, md.slot_mapping,
-                                        md.num_slots, layer.k_scale, layer.v_scale, stream);
+    reference::launch_reshape_and_cache(key, value, k_cache, v_cache, md.slot_mapping, md.num_slots,
+                                        layer.k_scale, layer.v_scale, stream);
   }
 
   reference::launch_attention(
@@ -108,14 +108,12 @@ class ReferenceBackend final : public AttentionBackend {
   std::span<const DType> supported_kv_cache_dtypes() const override { return kCacheDTypes; }
 
   std::vector<std::int64_t> kv_cache_shape(std::int64_t num_blocks, int block_size,
-                                           int num_kv_heads, int head_size,
-                                           DType) const override {
+                                           int num_kv_heads, int head_size, DType) const override {
     return {2, num_blocks, block_size, num_kv_heads, head_size};
   }
   std::vector<int> kv_cache_stride_order() const override { return {0, 1, 2, 3, 4}; }
 
-  std::unique_ptr<AttentionImpl> make_impl(const AttentionParams& p,
-                                           DcpGroup dcp) const override {
+  std::unique_ptr<AttentionImpl> make_impl(const AttentionParams& p, DcpGroup dcp) const override {
     check_common_params(*this, p);
     check_dcp(dcp, /*can_return_lse=*/true, name());
     if (p.attn_type == AttentionType::kEncoderDecoder) {

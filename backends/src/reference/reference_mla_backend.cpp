@@ -94,8 +94,8 @@ class ReferenceMlaImpl final : public MlaImpl {
 
 void check_rows(const TensorView& t, const char* what, DType dtype, int rows, int width) {
   FF_CHECK(t.defined() && t.is_cuda(), E::kInvalidArgument, what, " must be a device tensor");
-  FF_CHECK(t.dtype() == dtype, E::kInvalidArgument, what, " is ", name_of(t.dtype()),
-           ", expected ", name_of(dtype));
+  FF_CHECK(t.dtype() == dtype, E::kInvalidArgument, what, " is ", name_of(t.dtype()), ", expected ",
+           name_of(dtype));
   FF_CHECK(t.dim() == 2 && t.size(0) == rows && t.size(1) == width && t.stride(1) == 1,
            E::kInvalidArgument, what, " has shape ", t.describe(), ", expected [", rows, ", ",
            width, "] with unit stride in the last dimension");
@@ -112,10 +112,13 @@ void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq
   check_rows(cq, "hidden_states_or_cq", dtype, rows, p.q_lora_rank);
   check_rows(kv_c, "kv_c_normed", dtype, rows, p.kv_lora_rank);
   check_rows(k_pe, "k_pe", dtype, rows, p.qk_rope_head_dim);
-  FF_CHECK(md.num_slots == rows, E::kInvalidArgument, "MLA writes one latent per query row: "
-           "slot_mapping has ", md.num_slots, " entries for ", rows, " rows");
+  FF_CHECK(md.num_slots == rows, E::kInvalidArgument,
+           "MLA writes one latent per query row: "
+           "slot_mapping has ",
+           md.num_slots, " entries for ", rows, " rows");
   FF_CHECK(kv_cache.defined() && kv_cache.is_cuda() && kv_cache.dtype() == p.kv_cache_dtype &&
-               kv_cache.dim() == 3 && kv_cache.size(2) == p.latent_size() && kv_cache.stride(2) == 1,
+               kv_cache.dim() == 3 && kv_cache.size(2) == p.latent_size() &&
+               kv_cache.stride(2) == 1,
            E::kInvalidArgument, "kv_cache must be a device ", name_of(p.kv_cache_dtype),
            " tensor [num_blocks, block_size, ", p.latent_size(), "], got ",
            kv_cache.defined() ? kv_cache.describe() : "nothing");
@@ -253,8 +256,7 @@ class ReferenceMlaBackend final : public AttentionBackend {
   std::span<const DType> supported_kv_cache_dtypes() const override { return kCacheDTypes; }
 
   std::vector<std::int64_t> kv_cache_shape(std::int64_t num_blocks, int block_size,
-                                           int num_kv_heads, int head_size,
-                                           DType) const override {
+                                           int num_kv_heads, int head_size, DType) const override {
     FF_CHECK(num_kv_heads == 1, E::kInvalidArgument,
              "an MLA cache holds one latent per position: num_kv_heads must be 1, got ",
              num_kv_heads);
@@ -273,17 +275,19 @@ class ReferenceMlaBackend final : public AttentionBackend {
              "num_heads must be in [1, 256], got ", p.num_heads);
     FF_CHECK(p.q_lora_rank > 0, E::kInvalidArgument, "q_lora_rank must be positive, got ",
              p.q_lora_rank);
-    FF_CHECK(std::find(kKvLoraRanks.begin(), kKvLoraRanks.end(), p.kv_lora_rank) !=
-                 kKvLoraRanks.end(),
-             E::kUnsupported, "backend 'reference_mla' does not support kv_lora_rank ",
-             p.kv_lora_rank, "; supported: ", list(kKvLoraRanks));
+    FF_CHECK(
+        std::find(kKvLoraRanks.begin(), kKvLoraRanks.end(), p.kv_lora_rank) != kKvLoraRanks.end(),
+        E::kUnsupported, "backend 'reference_mla' does not support kv_lora_rank ", p.kv_lora_rank,
+        "; supported: ", list(kKvLoraRanks));
     FF_CHECK(std::find(kRopeDims.begin(), kRopeDims.end(), p.qk_rope_head_dim) != kRopeDims.end(),
              E::kUnsupported, "backend 'reference_mla' does not support qk_rope_head_dim ",
              p.qk_rope_head_dim, "; supported: ", list(kRopeDims));
     FF_CHECK(p.qk_nope_head_dim > 0 && p.qk_nope_head_dim <= 512 && p.v_head_dim > 0 &&
                  p.v_head_dim <= 256,
-             E::kUnsupported, "backend 'reference_mla' needs qk_nope_head_dim in [1, 512] and "
-             "v_head_dim in [1, 256], got ", p.qk_nope_head_dim, " and ", p.v_head_dim);
+             E::kUnsupported,
+             "backend 'reference_mla' needs qk_nope_head_dim in [1, 512] and "
+             "v_head_dim in [1, 256], got ",
+             p.qk_nope_head_dim, " and ", p.v_head_dim);
     FF_CHECK(supports_kv_cache_dtype(p.kv_cache_dtype), E::kUnsupported,
              "backend 'reference_mla' keeps the latent cache in bf16 or f16, got ",
              name_of(p.kv_cache_dtype));
@@ -291,14 +295,17 @@ class ReferenceMlaBackend final : public AttentionBackend {
              "scale must be positive and finite, got ", p.scale);
     FF_CHECK(std::isfinite(p.rope_theta) && p.rope_theta > 0.0f, E::kInvalidArgument,
              "rope_theta must be positive and finite, got ", p.rope_theta);
-    check_weight(w.q_proj, "q_proj", std::int64_t(p.num_heads) * (p.qk_nope_head_dim + p.qk_rope_head_dim),
+    check_weight(w.q_proj, "q_proj",
+                 std::int64_t(p.num_heads) * (p.qk_nope_head_dim + p.qk_rope_head_dim),
                  p.q_lora_rank);
-    check_weight(w.kv_b_proj, "kv_b_proj", std::int64_t(p.num_heads) * (p.qk_nope_head_dim + p.v_head_dim),
-                 p.kv_lora_rank);
+    check_weight(w.kv_b_proj, "kv_b_proj",
+                 std::int64_t(p.num_heads) * (p.qk_nope_head_dim + p.v_head_dim), p.kv_lora_rank);
     FF_CHECK(w.q_proj.dtype() == w.kv_b_proj.dtype() && w.kv_b_proj.dtype() == p.kv_cache_dtype,
-             E::kUnsupported, "backend 'reference_mla' needs q_proj, kv_b_proj and the latent "
-             "cache in one dtype, got ", name_of(w.q_proj.dtype()), ", ",
-             name_of(w.kv_b_proj.dtype()), " and ", name_of(p.kv_cache_dtype));
+             E::kUnsupported,
+             "backend 'reference_mla' needs q_proj, kv_b_proj and the latent "
+             "cache in one dtype, got ",
+             name_of(w.q_proj.dtype()), ", ", name_of(w.kv_b_proj.dtype()), " and ",
+             name_of(p.kv_cache_dtype));
     check_dcp(dcp, /*can_return_lse=*/true, name());
     return std::make_unique<ReferenceMlaImpl>(p, w, dcp);
   }

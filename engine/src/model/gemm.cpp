@@ -7,12 +7,12 @@
 namespace freezeframe {
 namespace {
 
-#define FF_CUBLAS_CHECK(statement)                                                         \
-  do {                                                                                     \
-    const cublasStatus_t ff_cublas_status_ = (statement);                                  \
+#define FF_CUBLAS_CHECK(statement)                                                          \
+  do {                                                                                      \
+    const cublasStatus_t ff_cublas_status_ = (statement);                                   \
     FF_CHECK(ff_cublas_status_ == CUBLAS_STATUS_SUCCESS, ErrorCode::kCudaError, #statement, \
              " failed: ", cublasGetStatusName(ff_cublas_status_), " (",                     \
-             cublasGetStatusString(ff_cublas_status_), ")");                               \
+             cublasGetStatusString(ff_cublas_status_), ")");                                \
   } while (0)
 
 cudaDataType_t cuda_type(DType dtype) {
@@ -20,16 +20,17 @@ cudaDataType_t cuda_type(DType dtype) {
     case DType::kBF16: return CUDA_R_16BF;
     case DType::kF16: return CUDA_R_16F;
     case DType::kF32: return CUDA_R_32F;
-    default: FF_THROW(ErrorCode::kUnsupported, "GEMMs run in bf16, f16 or f32, not ", name_of(dtype));
+    default:
+      FF_THROW(ErrorCode::kUnsupported, "GEMMs run in bf16, f16 or f32, not ", name_of(dtype));
   }
 }
 
 void check_matrix(const TensorView& t, const char* what) {
-  FF_CHECK(t.defined() && t.is_cuda() && t.dim() == 2 && t.stride(1) == 1 &&
-               t.stride(0) >= t.size(1),
-           ErrorCode::kInvalidArgument, "linear: ", what,
-           " must be a 2-d device matrix with unit column stride, got ",
-           t.defined() ? t.describe() : std::string("nothing"));
+  FF_CHECK(
+      t.defined() && t.is_cuda() && t.dim() == 2 && t.stride(1) == 1 && t.stride(0) >= t.size(1),
+      ErrorCode::kInvalidArgument, "linear: ", what,
+      " must be a 2-d device matrix with unit column stride, got ",
+      t.defined() ? t.describe() : std::string("nothing"));
 }
 
 }  // namespace
@@ -75,12 +76,11 @@ void Gemm::linear(const TensorView& x, const TensorView& weight, const TensorVie
   use_stream(stream);
   // Row-major y [rows, n] is column-major yᵀ [n, rows] = weight (col-major [k, n], transposed)
   // times xᵀ (col-major [k, rows]).
-  FF_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), rows,
-                               static_cast<int>(k), &alpha, weight.data(), cuda_type(weight.dtype()),
-                               static_cast<int>(k), x.data(), cuda_type(x.dtype()),
-                               static_cast<int>(x.stride(0)), &beta, y.data(), cuda_type(y.dtype()),
-                               static_cast<int>(y.stride(0)), CUBLAS_COMPUTE_32F,
-                               CUBLAS_GEMM_DEFAULT));
+  FF_CUBLAS_CHECK(cublasGemmEx(
+      handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), rows, static_cast<int>(k), &alpha,
+      weight.data(), cuda_type(weight.dtype()), static_cast<int>(k), x.data(), cuda_type(x.dtype()),
+      static_cast<int>(x.stride(0)), &beta, y.data(), cuda_type(y.dtype()),
+      static_cast<int>(y.stride(0)), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace freezeframe

@@ -81,8 +81,8 @@ inline int threads_for(std::int64_t units, int max_threads) {
 
 // A device matrix [≥ rows, width] of the model dtype with unit column stride, whose rows do not
 // overlap when it is written. Returns its width.
-inline std::int64_t check_matrix(const char* fn, const char* name, const TensorView& t, std::int64_t rows,
-                          bool written) {
+inline std::int64_t check_matrix(const char* fn, const char* name, const TensorView& t,
+                                 std::int64_t rows, bool written) {
   using E = ErrorCode;
   FF_CHECK(t.defined() && t.is_cuda() && t.dim() == 2, E::kInvalidArgument, fn, ": ", name,
            " must be a 2-d device tensor, got ", describe(t));
@@ -92,8 +92,7 @@ inline std::int64_t check_matrix(const char* fn, const char* name, const TensorV
   FF_CHECK(width >= 1 && width <= INT_MAX, E::kInvalidArgument, fn, ": ", name,
            " has an unsupported width: ", t.describe());
   FF_CHECK(t.stride(1) == 1, E::kInvalidArgument, fn, ": ", name,
-           " needs unit stride along its rows, got strides [", t.stride(0), ", ", t.stride(1),
-           "]");
+           " needs unit stride along its rows, got strides [", t.stride(0), ", ", t.stride(1), "]");
   FF_CHECK(t.size(0) >= rows, E::kInvalidArgument, fn, ": ", name, " ", t.describe(),
            " has fewer than ", rows, " rows");
   FF_CHECK(!written || rows <= 1 || t.stride(0) >= width, E::kInvalidArgument, fn, ": ", name,
@@ -106,11 +105,11 @@ inline void check_rows_arg(const char* fn, const char* what, int rows) {
 }
 
 inline void check_same(const char* fn, const TensorView& a, const char* a_name, const TensorView& b,
-                const char* b_name) {
+                       const char* b_name) {
   FF_CHECK(a.dtype() == b.dtype(), ErrorCode::kInvalidArgument, fn, ": ", a_name, " is ",
            name_of(a.dtype()), " but ", b_name, " is ", name_of(b.dtype()));
-  FF_CHECK(a.device() == b.device(), ErrorCode::kInvalidArgument, fn, ": ", a_name, " and ",
-           b_name, " are on different devices");
+  FF_CHECK(a.device() == b.device(), ErrorCode::kInvalidArgument, fn, ": ", a_name, " and ", b_name,
+           " are on different devices");
 }
 
 }  // namespace freezeframe::model_kernels::detail

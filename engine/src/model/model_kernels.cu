@@ -72,7 +72,7 @@ struct RopeParams {
   const std::int64_t* positions;
   int rotating_heads;  // num_heads + num_kv_heads
   int head_size;
-  int half;            // rotary_dim / 2
+  int half;  // rotary_dim / 2
   float inv_freq[kMaxRotaryPairs];
 };
 
@@ -155,7 +155,8 @@ __global__ void silu_and_mul_kernel(const __grid_constant__ SiluParams p) {
 dim3 row_chunk_grid(int rows, std::int64_t units, int threads) {
   const std::int64_t per_cta = static_cast<std::int64_t>(threads) * 4;
   const std::int64_t chunks = std::min<std::int64_t>((units + per_cta - 1) / per_cta, kMaxGridY);
-  return dim3(static_cast<unsigned>(rows), static_cast<unsigned>(std::max<std::int64_t>(chunks, 1)));
+  return dim3(static_cast<unsigned>(rows),
+              static_cast<unsigned>(std::max<std::int64_t>(chunks, 1)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -250,7 +251,8 @@ void embedding(const TensorView& table, const std::int32_t* token_ids, int rows,
   dispatch_model_dtype(table.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kVec = kVec16<T>;
-    const bool vector = rows_vectorizable(table, width, kVec) && rows_vectorizable(out, width, kVec);
+    const bool vector =
+        rows_vectorizable(table, width, kVec) && rows_vectorizable(out, width, kVec);
     const std::int64_t units = vector ? width / kVec : width;
     const int threads = threads_for(units, 256);
     const dim3 grid = row_chunk_grid(rows, units, threads);
@@ -264,8 +266,7 @@ void embedding(const TensorView& table, const std::int32_t* token_ids, int rows,
 }
 
 void rope_neox(const TensorView& qkv, const std::int64_t* positions, int rows, int num_heads,
-               int num_kv_heads, int head_size, int rotary_dim, float theta,
-               cudaStream_t stream) {
+               int num_kv_heads, int head_size, int rotary_dim, float theta, cudaStream_t stream) {
   using E = ErrorCode;
   constexpr const char* fn = "rope_neox";
   check_rows_arg(fn, "rows", rows);
@@ -276,8 +277,8 @@ void rope_neox(const TensorView& qkv, const std::int64_t* positions, int rows, i
   FF_CHECK(rotary_dim >= 2 && rotary_dim % 2 == 0 && rotary_dim <= head_size, E::kInvalidArgument,
            fn, ": rotary_dim must be even and in [2, head_size = ", head_size, "], got ",
            rotary_dim);
-  FF_CHECK(rotary_dim / 2 <= kMaxRotaryPairs, E::kInvalidArgument, fn, ": rotary_dim ",
-           rotary_dim, " exceeds the supported ", 2 * kMaxRotaryPairs);
+  FF_CHECK(rotary_dim / 2 <= kMaxRotaryPairs, E::kInvalidArgument, fn, ": rotary_dim ", rotary_dim,
+           " exceeds the supported ", 2 * kMaxRotaryPairs);
   FF_CHECK(std::isfinite(theta) && theta > 0.0f, E::kInvalidArgument, fn,
            ": theta must be finite and > 0, got ", theta);
   const std::int64_t width = check_matrix(fn, "qkv", qkv, rows, true);
@@ -285,8 +286,8 @@ void rope_neox(const TensorView& qkv, const std::int64_t* positions, int rows, i
       (static_cast<std::int64_t>(num_heads) + 2 * static_cast<std::int64_t>(num_kv_heads)) *
       head_size;
   FF_CHECK(width == want_width, E::kInvalidArgument, fn, ": qkv ", qkv.describe(),
-           " is not [rows, (", num_heads, " + 2·", num_kv_heads, ")·", head_size, " = ",
-           want_width, "]");
+           " is not [rows, (", num_heads, " + 2·", num_kv_heads, ")·", head_size, " = ", want_width,
+           "]");
   FF_CHECK(rows == 0 || positions != nullptr, E::kInvalidArgument, fn, ": positions is null");
   if (rows == 0) return;
 
@@ -307,9 +308,10 @@ void rope_neox(const TensorView& qkv, const std::int64_t* positions, int rows, i
   dispatch_model_dtype(qkv.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kVec = kVec16<T>;
-    const bool vector = p.half % kVec == 0 && head_size % kVec == 0 &&
-                        rows_vectorizable(qkv, width, kVec);
-    const std::int64_t units = static_cast<std::int64_t>(p.rotating_heads) * p.half / (vector ? kVec : 1);
+    const bool vector =
+        p.half % kVec == 0 && head_size % kVec == 0 && rows_vectorizable(qkv, width, kVec);
+    const std::int64_t units =
+        static_cast<std::int64_t>(p.rotating_heads) * p.half / (vector ? kVec : 1);
     const int threads = threads_for(units, 256);
     if (vector) {
       rope_neox_kernel<T, kVec><<<rows, threads, 0, stream>>>(p);
@@ -320,8 +322,7 @@ void rope_neox(const TensorView& qkv, const std::int64_t* positions, int rows, i
   });
 }
 
-void silu_and_mul(const TensorView& gate_up, const TensorView& out, int rows,
-                  cudaStream_t stream) {
+void silu_and_mul(const TensorView& gate_up, const TensorView& out, int rows, cudaStream_t stream) {
   using E = ErrorCode;
   constexpr const char* fn = "silu_and_mul";
   check_rows_arg(fn, "rows", rows);
@@ -360,12 +361,11 @@ void fill_uniform(const TensorView& t, std::uint64_t seed, float lo, float hi,
                   cudaStream_t stream) {
   using E = ErrorCode;
   constexpr const char* fn = "fill_uniform";
-  FF_CHECK(t.defined() && t.is_cuda(), E::kInvalidArgument, fn,
-           ": needs a device tensor, got ", describe(t));
+  FF_CHECK(t.defined() && t.is_cuda(), E::kInvalidArgument, fn, ": needs a device tensor, got ",
+           describe(t));
   FF_CHECK(t.dtype() == DType::kBF16 || t.dtype() == DType::kF16 || t.dtype() == DType::kF32,
            E::kInvalidArgument, fn, ": t must be bf16, f16 or f32, got ", t.describe());
-  FF_CHECK(t.is_contiguous(), E::kInvalidArgument, fn, ": t ", t.describe(),
-           " must be contiguous");
+  FF_CHECK(t.is_contiguous(), E::kInvalidArgument, fn, ": t ", t.describe(), " must be contiguous");
   FF_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo <= hi && std::isfinite(hi - lo),
            E::kInvalidArgument, fn, ": needs finite lo ≤ hi, got [", lo, ", ", hi, ")");
   const std::int64_t numel = t.numel();

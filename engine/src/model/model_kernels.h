@@ -28,26 +28,22 @@ void rms_norm(const TensorView& in, const TensorView& weight, float eps, const T
 /// request, which the LM head reads); a row index of −1 (a padded request) or outside `in`
 /// gives a zero row. row_index is device memory [rows].
 void rms_norm_rows(const TensorView& in, const std::int32_t* row_index, int rows,
-                   const TensorView& weight, float eps, const TensorView& out,
-                   cudaStream_t stream);
+                   const TensorView& weight, float eps, const TensorView& out, cudaStream_t stream);
 
 /// Rotary embedding, Neox style (rotate_half: pairs (i, i + rotary_dim / 2)), in place on the
 /// first num_heads + num_kv_heads heads of each row of qkv [≥ rows, (num_heads + 2·num_kv_heads)
 /// · head_size] (q heads, then k heads; the v heads are left alone). Position p rotates pair i
 /// by p · theta^(−2i / rotary_dim). positions: device [rows].
 void rope_neox(const TensorView& qkv, const std::int64_t* positions, int rows, int num_heads,
-               int num_kv_heads, int head_size, int rotary_dim, float theta,
-               cudaStream_t stream);
+               int num_kv_heads, int head_size, int rotary_dim, float theta, cudaStream_t stream);
 
 /// out[r, i] = silu(gate_up[r, i]) · gate_up[r, I + i] for r < rows, i < I; gate_up [≥ rows,
 /// 2·I], out [≥ rows, I]; silu(x) = x / (1 + e^−x).
-void silu_and_mul(const TensorView& gate_up, const TensorView& out, int rows,
-                  cudaStream_t stream);
+void silu_and_mul(const TensorView& gate_up, const TensorView& out, int rows, cudaStream_t stream);
 
 /// Deterministic pseudo-random fill of a contiguous tensor (bf16, f16 or f32): element i gets
 /// lo + (hi − lo)·u(seed, i), u a counter-based hash in [0, 1). The same (seed, i) gives the
 /// same value on every run and device.
-void fill_uniform(const TensorView& t, std::uint64_t seed, float lo, float hi,
-                  cudaStream_t stream);
+void fill_uniform(const TensorView& t, std::uint64_t seed, float lo, float hi, cudaStream_t stream);
 
 }  // namespace freezeframe::model_kernels

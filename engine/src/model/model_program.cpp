@@ -59,16 +59,17 @@ int ModelProgram::tensor_index(std::string_view name) const {
   FF_THROW(ErrorCode::kNotFound, "the model program has no tensor '", name, "'");
 }
 
-std::vector<TensorLifetime> activation_lifetimes(const ModelProgram& program,
-                                                std::int64_t tokens, std::int64_t sequences,
-                                                std::vector<int>* tensor_ids) {
+std::vector<TensorLifetime> activation_lifetimes(const ModelProgram& program, std::int64_t tokens,
+                                                 std::int64_t sequences,
+                                                 std::vector<int>* tensor_ids) {
   const auto lifetimes = program.lifetimes();
   std::vector<TensorLifetime> result;
   if (tensor_ids != nullptr) tensor_ids->clear();
   for (int t = 0; t < static_cast<int>(program.tensors.size()); ++t) {
     const ProgramTensor& tensor = program.tensors[t];
     if (tensor.home != TensorHome::kActivation || lifetimes[t].first_op < 0) continue;
-    result.push_back({tensor.bytes(tokens, sequences), lifetimes[t].first_op, lifetimes[t].last_op});
+    result.push_back(
+        {tensor.bytes(tokens, sequences), lifetimes[t].first_op, lifetimes[t].last_op});
     if (tensor_ids != nullptr) tensor_ids->push_back(t);
   }
   return result;
@@ -141,14 +142,13 @@ ModelProgram ProgramBuilder::build() {
   // row 0, ignored).
   const int lm_head_rows =
       tensor("lm_head_rows", 1, -1, TensorHome::kInput, DType::kI32, Rows::kSequences);
-  const int normed = tensor("final_normed", h, -1, TensorHome::kActivation, DType::kU8,
-                            Rows::kSequences);
+  const int normed =
+      tensor("final_normed", h, -1, TensorHome::kActivation, DType::kU8, Rows::kSequences);
   op(OpKind::kFinalNorm, -1, {hidden, lm_head_rows}, {normed}, {weight("norm", {h}, -1)});
-  const int logits = tensor("logits", model_.vocab_size, -1, TensorHome::kOutput, DType::kF32,
-                            Rows::kSequences);
-  const int lm_head = model_.tie_word_embeddings
-                          ? embed
-                          : weight("lm_head", {model_.vocab_size, h}, -1);
+  const int logits =
+      tensor("logits", model_.vocab_size, -1, TensorHome::kOutput, DType::kF32, Rows::kSequences);
+  const int lm_head =
+      model_.tie_word_embeddings ? embed : weight("lm_head", {model_.vocab_size, h}, -1);
   op(OpKind::kLmHead, -1, {normed}, {logits}, {lm_head});
   return std::move(p_);
 }

@@ -59,11 +59,10 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
   }
 
   // Attention impls. Every layer shares the one attention workspace: layers run in turn.
-  const TensorView workspace =
-      arena.plan().find("attention_workspace") != nullptr
-          ? arena.view("attention_workspace", DType::kU8,
-                       {arena.plan().region("attention_workspace").bytes})
-          : TensorView();
+  const TensorView workspace = arena.plan().find("attention_workspace") != nullptr
+                                   ? arena.view("attention_workspace", DType::kU8,
+                                                {arena.plan().region("attention_workspace").bytes})
+                                   : TensorView();
   const DcpGroup dcp{geometry.rank.dcp_size, geometry.rank.dcp_rank};
   for (int l = 0; l < model.num_layers; ++l) {
     auto layer = std::make_unique<Layer>();
@@ -170,8 +169,8 @@ void ModelRunner::linear(const TensorView& x, std::span<const int> weights, cons
 void ModelRunner::run(int begin, int end, const RunShape& shape,
                       std::span<const AttentionMetadata* const> metadata, cudaStream_t stream,
                       bool ranges) {
-  FF_CHECK(begin >= 0 && begin <= end && end <= num_ops(), E::kInternal, "ops [", begin, ", ",
-           end, ") outside [0, ", num_ops(), ")");
+  FF_CHECK(begin >= 0 && begin <= end && end <= num_ops(), E::kInternal, "ops [", begin, ", ", end,
+           ") outside [0, ", num_ops(), ")");
   for (int i = begin; i < end; ++i) run_op(ops_[i], shape, metadata, stream, ranges);
 }
 
@@ -220,9 +219,7 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
       return;
     case OpKind::kCacheWrite:
       return;  // the attention forward writes the cache (see model_runner.h)
-    case OpKind::kAttention:
-      attention(op, shape, *md, stream, ranges);
-      return;
+    case OpKind::kAttention: attention(op, shape, *md, stream, ranges); return;
     case OpKind::kOProjResidual:
     case OpKind::kDownProjResidual:
       // hidden += x · Wᵀ: the GEMM accumulates into the residual stream (beta = 1).
@@ -249,14 +246,11 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
           weight(0), eps, tensor(op.writes[0]), rows, stream);
       return;
     }
-    case OpKind::kMlaAttention:
-      mla_attention(op, shape, *md, stream, ranges);
-      return;
+    case OpKind::kMlaAttention: mla_attention(op, shape, *md, stream, ranges); return;
     case OpKind::kFinalNorm:
-      model_kernels::rms_norm_rows(views_.tensors[op.reads[0]],
-                                   views_.tensors[op.reads[1]].data_as<const std::int32_t>(),
-                                   shape.reqs, weight(0), eps, rows_of(op.writes[0], shape.reqs),
-                                   stream);
+      model_kernels::rms_norm_rows(
+          views_.tensors[op.reads[0]], views_.tensors[op.reads[1]].data_as<const std::int32_t>(),
+          shape.reqs, weight(0), eps, rows_of(op.writes[0], shape.reqs), stream);
       return;
     case OpKind::kLmHead:
       linear(rows_of(op.reads[0], shape.reqs), op.weights, rows_of(op.writes[0], shape.reqs),
@@ -266,8 +260,8 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
   FF_THROW(E::kInternal, "no implementation of op ", to_string(op.kind));
 }
 
-void ModelRunner::attention(const ProgramOp& op, const RunShape& shape,
-                            const AttentionMetadata& md, cudaStream_t stream, bool ranges) {
+void ModelRunner::attention(const ProgramOp& op, const RunShape& shape, const AttentionMetadata& md,
+                            cudaStream_t stream, bool ranges) {
   Layer& layer = *layers_[op.layer];
   const ModelSpec& model = spec_.model;
   const int rows = shape.rows;
@@ -285,8 +279,8 @@ void ModelRunner::attention(const ProgramOp& op, const RunShape& shape,
   const TensorView output(out.data(), out.dtype(), out_shape, out.device());
   std::optional<NvtxRange> range;  // pointless inside a capture
   if (ranges) range.emplace(layer.range);
-  layer.impl->forward(layer.state, heads(0, h), heads(h, kv), heads(h + kv, kv), layer.kv_cache,
-                      md, output, stream);
+  layer.impl->forward(layer.state, heads(0, h), heads(h, kv), heads(h + kv, kv), layer.kv_cache, md,
+                      output, stream);
 }
 
 void ModelRunner::mla_attention(const ProgramOp& op, const RunShape& shape,

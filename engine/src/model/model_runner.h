@@ -20,10 +20,10 @@
 #include "freezeframe/backends/attention_impl.h"
 #include "freezeframe/backends/attention_layer.h"
 #include "freezeframe/backends/attention_metadata.h"
-#include "freezeframe/engine/spec/deployment.h"
-#include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/model/model_program.h"
 #include "freezeframe/engine/plan/plan_views.h"
+#include "freezeframe/engine/runtime/engine.h"
+#include "freezeframe/engine/spec/deployment.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/memory/arena.h"
 #include "model/gemm.h"
@@ -41,9 +41,8 @@ class ModelRunner {
   /// `backend_of_layer[l]`: which of the metadata pointers run() gets (one per backend) layer
   /// l's attention reads.
   ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geometry,
-              const ModelProgram& program, const PlanViews& views,
-              const Arena& arena, std::vector<int> backend_of_layer,
-              std::vector<UserPiece> user_pieces);
+              const ModelProgram& program, const PlanViews& views, const Arena& arena,
+              std::vector<int> backend_of_layer, std::vector<UserPiece> user_pieces);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -63,8 +62,7 @@ class ModelRunner {
   /// for this step. Attention ops are wrapped in NVTX ranges when `ranges` is set (they are
   /// pointless inside a capture).
   void run(int begin, int end, const RunShape& shape,
-           std::span<const AttentionMetadata* const> metadata, cudaStream_t stream,
-           bool ranges);
+           std::span<const AttentionMetadata* const> metadata, cudaStream_t stream, bool ranges);
 
  private:
   struct Op {
@@ -75,8 +73,7 @@ class ModelRunner {
   struct Layer;
 
   void run_op(const Op& op, const RunShape& shape,
-              std::span<const AttentionMetadata* const> metadata, cudaStream_t stream,
-              bool ranges);
+              std::span<const AttentionMetadata* const> metadata, cudaStream_t stream, bool ranges);
   void attention(const ProgramOp& op, const RunShape& shape, const AttentionMetadata& md,
                  cudaStream_t stream, bool ranges);
   void mla_attention(const ProgramOp& op, const RunShape& shape, const AttentionMetadata& md,

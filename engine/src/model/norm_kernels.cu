@@ -34,7 +34,8 @@ struct RmsNormParams {
 // re-reads the row (now in L1/L2), scales and writes it. In place (in == out) is safe: every
 // element is read by the thread that writes it, after the reduction.
 template <typename T, int kVec, int kThreads>
-__global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constant__ RmsNormParams p) {
+__global__ void __launch_bounds__(kThreads)
+    rms_norm_kernel(const __grid_constant__ RmsNormParams p) {
   using BlockReduce = cub::BlockReduce<float, kThreads>;
   __shared__ typename BlockReduce::TempStorage reduce_storage;
   __shared__ float s_inv_rms;
@@ -78,7 +79,8 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constan
     const Pack<T, kVec> w = load<T, kVec>(weight + u * kVec);
     Pack<T, kVec> y;
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) y.v[j] = from_float<T>(to_float(x.v[j]) * inv_rms * to_float(w.v[j]));
+    for (int j = 0; j < kVec; ++j)
+      y.v[j] = from_float<T>(to_float(x.v[j]) * inv_rms * to_float(w.v[j]));
     store<T, kVec>(out + u * kVec, y);
   }
 }
@@ -111,8 +113,8 @@ void run_rms_norm(const char* fn, const TensorView& in, const TensorView& weight
   using E = ErrorCode;
   const std::int64_t width = check_matrix(fn, "in", in, in_rows_needed, false);
   check_matrix(fn, "out", out, rows, true);
-  FF_CHECK(out.size(1) == width, E::kInvalidArgument, fn, ": out ", out.describe(),
-           " and in ", in.describe(), " differ in width");
+  FF_CHECK(out.size(1) == width, E::kInvalidArgument, fn, ": out ", out.describe(), " and in ",
+           in.describe(), " differ in width");
   FF_CHECK(weight.defined() && weight.is_cuda() && weight.dim() == 1 && weight.size(0) == width &&
                weight.stride(0) == 1,
            E::kInvalidArgument, fn, ": weight must be a contiguous device tensor [", width,
@@ -144,7 +146,6 @@ void run_rms_norm(const char* fn, const TensorView& in, const TensorView& weight
     }
   });
 }
-
 
 }  // namespace
 

@@ -26,7 +26,6 @@ std::string fraction_text(double fraction) {
   return out.str();
 }
 
-
 /// Adds a region holding `items` (name, bytes) back to back, each aligned.
 void add_packed_region(MemoryPlan& plan, const std::string& name, RegionKind kind,
                        const std::vector<std::pair<std::string, std::int64_t>>& items) {
@@ -50,17 +49,16 @@ struct CacheLayer {
 
 }  // namespace
 
-std::int64_t attention_workspace_bytes(const EngineSpec& spec,
-                                       const DeploymentGeometry& geometry,
+std::int64_t attention_workspace_bytes(const EngineSpec& spec, const DeploymentGeometry& geometry,
                                        const DeviceProperties& device) {
   const ModelSpec& model = spec.model;
   const BatchLimits limits = geometry.batch_limits();
   std::int64_t most = 0;
   for (int l = 0; l < model.num_layers; ++l) {
     const AttentionBackend& backend = find_backend(model.layers[l].backend);
-    const std::size_t bytes = geometry.kv.latent
-                                  ? backend.mla_workspace_bytes(mla_params(spec), limits, device)
-                                  : backend.workspace_bytes(attention_params(spec, l), limits, device);
+    const std::size_t bytes =
+        geometry.kv.latent ? backend.mla_workspace_bytes(mla_params(spec), limits, device)
+                           : backend.workspace_bytes(attention_params(spec, l), limits, device);
     most = std::max(most, static_cast<std::int64_t>(bytes));
   }
   return most;
@@ -69,8 +67,8 @@ std::int64_t attention_workspace_bytes(const EngineSpec& spec,
 MemoryPlan plan_memory(const EngineSpec& spec, std::int64_t device_bytes,
                        const DeviceProperties& device) {
   const NvtxRange range("plan");
-  FF_CHECK(device_bytes > 0, ErrorCode::kInvalidArgument,
-           "device memory must be positive, got ", device_bytes);
+  FF_CHECK(device_bytes > 0, ErrorCode::kInvalidArgument, "device memory must be positive, got ",
+           device_bytes);
   const ModelSpec& model = spec.model;
   const MemoryBudget& budget_spec = spec.cache.memory_budget;
   const std::int64_t budget = budget_spec.resolve(device_bytes);
@@ -126,7 +124,8 @@ MemoryPlan plan_memory(const EngineSpec& spec, std::int64_t device_bytes,
 
   // Workspaces shared by all layers (they run one after another).
   const std::int64_t attention_ws = attention_workspace_bytes(spec, geometry, device);
-  if (attention_ws > 0) plan.add_region("attention_workspace", RegionKind::kWorkspace, attention_ws);
+  if (attention_ws > 0)
+    plan.add_region("attention_workspace", RegionKind::kWorkspace, attention_ws);
   plan.add_region("cublas_workspace", RegionKind::kWorkspace, kCublasWorkspaceBytes);
 
   // KV cache: whole blocks in what is left. Layers sharing a cache add nothing.
@@ -150,7 +149,8 @@ MemoryPlan plan_memory(const EngineSpec& spec, std::int64_t device_bytes,
   }
   auto cache_bytes_for = [&](std::int64_t blocks) {
     std::int64_t total = 0;
-    for (const CacheLayer& c : cache_layers) total += align_up(layer_cache_bytes(c, blocks), kAlign);
+    for (const CacheLayer& c : cache_layers)
+      total += align_up(layer_cache_bytes(c, blocks), kAlign);
     return total;
   };
   const std::int64_t fixed = align_up(plan.used_bytes(), kAlign);
@@ -161,28 +161,29 @@ MemoryPlan plan_memory(const EngineSpec& spec, std::int64_t device_bytes,
     num_blocks = remaining / bytes_per_block;
     while (num_blocks > 0 && cache_bytes_for(num_blocks) > remaining) --num_blocks;
     if (num_blocks > kMaxKvBlocks) {
-      plan.warnings.push_back(
-          spec.where("cache.memory_budget") + ": the budget has room for " +
-          std::to_string(num_blocks) + " KV blocks; block ids are 32-bit, so the cache keeps " +
-          std::to_string(kMaxKvBlocks) + " and leaves " +
-          format_bytes(remaining - cache_bytes_for(kMaxKvBlocks)) + " unused");
+      plan.warnings.push_back(spec.where("cache.memory_budget") + ": the budget has room for " +
+                              std::to_string(num_blocks) +
+                              " KV blocks; block ids are 32-bit, so the cache keeps " +
+                              std::to_string(kMaxKvBlocks) + " and leaves " +
+                              format_bytes(remaining - cache_bytes_for(kMaxKvBlocks)) + " unused");
       num_blocks = kMaxKvBlocks;
     }
     if (num_blocks < blocks_per_seq) {
       const std::int64_t needed = cache_bytes_for(blocks_per_seq);
       const std::int64_t missing = fixed + needed - budget;
-      FF_THROW(ErrorCode::kOutOfMemory, spec.where("cache.memory_budget"), ": the budget of ",
-               format_bytes(budget), " (", budget, " bytes",
-               budget_spec.bytes > 0 ? "" : " = " + fraction_text(budget_spec.fraction) +
-                                                 " of " + format_bytes(device_bytes),
-               ") cannot hold the weights (",
-               format_bytes(plan.find("weights") ? plan.region("weights").bytes : 0),
-               ") and the other fixed regions (",
-               format_bytes(fixed - (plan.find("weights") ? plan.region("weights").bytes : 0)),
-               ") plus one max-length sequence of KV cache (", spec.scheduler.max_model_len,
-               " tokens = ", blocks_per_seq, " blocks of ", format_bytes(bytes_per_block), " = ",
-               format_bytes(needed), "): ", missing, " bytes (", format_bytes(missing),
-               ") are missing");
+      FF_THROW(
+          ErrorCode::kOutOfMemory, spec.where("cache.memory_budget"), ": the budget of ",
+          format_bytes(budget), " (", budget, " bytes",
+          budget_spec.bytes > 0
+              ? ""
+              : " = " + fraction_text(budget_spec.fraction) + " of " + format_bytes(device_bytes),
+          ") cannot hold the weights (",
+          format_bytes(plan.find("weights") ? plan.region("weights").bytes : 0),
+          ") and the other fixed regions (",
+          format_bytes(fixed - (plan.find("weights") ? plan.region("weights").bytes : 0)),
+          ") plus one max-length sequence of KV cache (", spec.scheduler.max_model_len,
+          " tokens = ", blocks_per_seq, " blocks of ", format_bytes(bytes_per_block), " = ",
+          format_bytes(needed), "): ", missing, " bytes (", format_bytes(missing), ") are missing");
     }
   }
   plan.add_region("kv_cache", RegionKind::kKvCache, cache_bytes_for(num_blocks));
@@ -224,7 +225,8 @@ MemoryPlan plan_memory(const EngineSpec& spec, std::int64_t device_bytes,
     const std::vector<int> grid = default_capture_sizes(spec.cuda_graphs.max_capture_size);
     std::string off;
     for (const int s : spec.cuda_graphs.capture_sizes) {
-      if (!std::binary_search(grid.begin(), grid.end(), s)) (off += off.empty() ? "" : ", ") += std::to_string(s);
+      if (!std::binary_search(grid.begin(), grid.end(), s))
+        (off += off.empty() ? "" : ", ") += std::to_string(s);
     }
     if (!off.empty()) {
       plan.warnings.push_back(spec.where("cuda_graphs.capture_sizes") + ": sizes " + off +

@@ -55,9 +55,8 @@ PlanViews bind_plan(const EngineSpec& spec, const ModelProgram& program, const A
     const std::int64_t bytes = kv_cache_bytes(backend, blocks, spec.cache.block_size,
                                               kv.num_kv_heads, kv.head_width, kv.dtype);
     std::byte* data = arena.placement_data("kv_cache", name, bytes);
-    views.kv_caches[l] = kv_cache_view(backend, data, arena.device(), blocks,
-                                       spec.cache.block_size, kv.num_kv_heads, kv.head_width,
-                                       kv.dtype);
+    views.kv_caches[l] = kv_cache_view(backend, data, arena.device(), blocks, spec.cache.block_size,
+                                       kv.num_kv_heads, kv.head_width, kv.dtype);
     FF_CHECK(views.kv_caches[l].span_bytes() <= bytes, ErrorCode::kInternal, "the KV cache view ",
              views.kv_caches[l].describe(), " of layer ", l, " reaches past its ", bytes, " bytes");
   }

@@ -37,7 +37,8 @@ StagingLayout staging_layout(const EngineSpec& spec, const ModelProgram& program
   const DeploymentLimits& limits = geometry.limits;
   for (const ProgramTensor& t : program.tensors) {
     if (t.home != TensorHome::kInput) continue;
-    add(t.name, static_cast<std::size_t>(t.bytes(limits.max_num_batched_tokens, limits.max_num_seqs)));
+    add(t.name,
+        static_cast<std::size_t>(t.bytes(limits.max_num_batched_tokens, limits.max_num_seqs)));
   }
   const BatchLimits batch = geometry.batch_limits();
   layout.metadata = MetadataLayout::of(batch);

@@ -28,12 +28,16 @@ struct CaptureBatch {
     if (d.uniform_decode || d.num_tokens == 1) {
       lengths.assign(d.num_tokens, 1);
     } else {
-      const int chunk = static_cast<int>(std::min<std::int64_t>(limits.max_model_len, d.num_tokens));
-      for (int left = d.num_tokens; left > 0; left -= chunk) lengths.push_back(std::min(chunk, left));
-      if (lengths.size() > 1 && lengths.back() == 1) std::rotate(lengths.rbegin(), lengths.rbegin() + 1, lengths.rend());
+      const int chunk =
+          static_cast<int>(std::min<std::int64_t>(limits.max_model_len, d.num_tokens));
+      for (int left = d.num_tokens; left > 0; left -= chunk)
+        lengths.push_back(std::min(chunk, left));
+      if (lengths.size() > 1 && lengths.back() == 1)
+        std::rotate(lengths.rbegin(), lengths.rbegin() + 1, lengths.rend());
     }
     int most = 1;
-    for (const int len : lengths) most = std::max(most, (len + limits.block_size - 1) / limits.block_size);
+    for (const int len : lengths)
+      most = std::max(most, (len + limits.block_size - 1) / limits.block_size);
     block_ids.assign(most, 0);
     for (const int len : lengths) {
       requests.push_back({len, len, std::span<const std::int32_t>(block_ids)});
@@ -43,7 +47,8 @@ struct CaptureBatch {
     batch.slot_mapping = slots;
     shape.num_tokens = d.num_tokens;
     shape.num_reqs = static_cast<int>(requests.size());
-    while (shape.num_decodes < shape.num_reqs && lengths[shape.num_decodes] == 1) ++shape.num_decodes;
+    while (shape.num_decodes < shape.num_reqs && lengths[shape.num_decodes] == 1)
+      ++shape.num_decodes;
     shape.uniform_decode = shape.num_decodes == shape.num_reqs;
   }
 };
@@ -57,7 +62,8 @@ void Engine::State::build_segments() {
       int j = i;
       while (j < n && runner->layer_of(j) == runner->layer_of(i)) ++j;
       const int layer = runner->layer_of(i);
-      const std::string name = layer >= 0 ? std::to_string(layer) : (i == 0 ? "embedding" : "lm_head");
+      const std::string name =
+          layer >= 0 ? std::to_string(layer) : (i == 0 ? "embedding" : "lm_head");
       full_segments.push_back({i, j, true, "layer=" + name});
       i = j;
     }
@@ -117,7 +123,6 @@ void Engine::State::build_warm_up_ops() {
   }
 }
 
-
 void Engine::State::capture_all() {
   const auto start = Clock::now();
   std::size_t free_start = 0, free_warm = 0, free_end = 0, total = 0;
@@ -165,8 +170,10 @@ void Engine::State::capture_all() {
                  e.what());
   }
   FF_CUDA_CHECK(cudaMemGetInfo(&free_end, &total));
-  report.warmup_device_bytes = static_cast<std::int64_t>(free_start) - static_cast<std::int64_t>(free_warm);
-  report.graph_device_bytes = static_cast<std::int64_t>(free_warm) - static_cast<std::int64_t>(free_end);
+  report.warmup_device_bytes =
+      static_cast<std::int64_t>(free_start) - static_cast<std::int64_t>(free_warm);
+  report.graph_device_bytes =
+      static_cast<std::int64_t>(free_warm) - static_cast<std::int64_t>(free_end);
   report.refused_updates = piecewise_executables.refusals();
   report.total_ms = ms_since(start);
 }
@@ -180,12 +187,14 @@ void Engine::State::warm_up(const BatchDescriptor& d) {
 
 void Engine::State::capture_one(const BatchDescriptor& d, RuntimeMode mode) {
   const std::string mode_name(to_string(mode));
-  const NvtxRange range("capture[size=" + std::to_string(d.num_tokens) + ",mode=" + mode_name + "]");
+  const NvtxRange range("capture[size=" + std::to_string(d.num_tokens) + ",mode=" + mode_name +
+                        "]");
   const RunShape run{d.num_tokens, padded_reqs(d)};
   const CaptureBatch dummy(d, limits);
   stage(dummy.batch, dummy.shape, run);
   const cudaStream_t s = stream.get();
-  const std::vector<Segment>& segments = mode == RuntimeMode::kFull ? full_segments : piecewise_segments;
+  const std::vector<Segment>& segments =
+      mode == RuntimeMode::kFull ? full_segments : piecewise_segments;
   CapturedGraphInfo info;
   info.descriptor = d;
   info.mode = mode;
@@ -206,16 +215,18 @@ void Engine::State::capture_one(const BatchDescriptor& d, RuntimeMode mode) {
       full.back().upload(s);
     } else {
       // A group of its own when not shared.
-      const int group = spec.cuda_graphs.piecewise_sharing != PiecewiseSharing::kNone
-                            ? segment.sharing_group
-                            : static_cast<int>(segments.size()) + piecewise_executables.num_graphs();
+      const int group =
+          spec.cuda_graphs.piecewise_sharing != PiecewiseSharing::kNone
+              ? segment.sharing_group
+              : static_cast<int>(segments.size()) + piecewise_executables.num_graphs();
       pieces.push_back(piecewise_executables.add(group, std::move(graph), s));
     }
     info.instantiate_ms += ms_since(segment_start);
   }
   info.graphs = static_cast<int>(full.size() + pieces.size());
   FF_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
-  info.device_bytes = static_cast<std::int64_t>(free_before) - static_cast<std::int64_t>(free_after);
+  info.device_bytes =
+      static_cast<std::int64_t>(free_before) - static_cast<std::int64_t>(free_after);
   if (mode == RuntimeMode::kFull) {
     full_graphs[d] = std::move(full);
   } else {
@@ -223,6 +234,5 @@ void Engine::State::capture_one(const BatchDescriptor& d, RuntimeMode mode) {
   }
   report.captured.push_back(info);
 }
-
 
 }  // namespace freezeframe

@@ -38,7 +38,6 @@ void check_supported(const EngineSpec& spec) {
   }
 }
 
-
 }  // namespace
 
 Engine::Engine(EngineSpec spec, EngineOptions options) {
@@ -67,9 +66,9 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
   s.stager = std::make_unique<StepStager>(
       staging_layout(s.spec, s.program, s.geometry, current_device_properties()),
       s.arena.data("staging"), s.geometry, std::move(backends));
-  s.runner = std::make_unique<ModelRunner>(s.spec, s.geometry, s.program, s.views, s.arena,
-                                           std::move(backend_of_layer),
-                                           std::move(s.options.user_pieces));
+  s.runner =
+      std::make_unique<ModelRunner>(s.spec, s.geometry, s.program, s.views, s.arena,
+                                    std::move(backend_of_layer), std::move(s.options.user_pieces));
   s.logits = s.program.tensor_index("logits");
 
   s.runner->init_weights(s.options.weight_seed, stream);
@@ -133,8 +132,9 @@ StepResult Engine::step(const StepBatch& batch, const StepOptions& options) {
                                      shape.uniform_decode && !options.prefer_piecewise);
   }
   const bool graph = dispatch.mode != RuntimeMode::kEager;
-  const RunShape run = graph ? RunShape{dispatch.descriptor.num_tokens, s.padded_reqs(dispatch.descriptor)}
-                             : RunShape{shape.num_tokens, shape.num_reqs};
+  const RunShape run =
+      graph ? RunShape{dispatch.descriptor.num_tokens, s.padded_reqs(dispatch.descriptor)}
+            : RunShape{shape.num_tokens, shape.num_reqs};
   const auto t1 = Clock::now();
   s.stage(batch, shape, run);
   const auto t2 = Clock::now();
@@ -147,8 +147,9 @@ StepResult Engine::step(const StepBatch& batch, const StepOptions& options) {
              [&](std::size_t g, cudaStream_t on) { graphs[g].launch(on); });
   } else {
     const std::vector<int>& graphs = s.piecewise_graphs.at(dispatch.descriptor);
-    s.replay(s.piecewise_segments, run, RuntimeMode::kPiecewise,
-             [&](std::size_t g, cudaStream_t on) { s.piecewise_executables.launch(graphs[g], on); });
+    s.replay(
+        s.piecewise_segments, run, RuntimeMode::kPiecewise,
+        [&](std::size_t g, cudaStream_t on) { s.piecewise_executables.launch(graphs[g], on); });
   }
   const auto t3 = Clock::now();
   StepResult result;
@@ -179,7 +180,8 @@ std::vector<OpTime> Engine::profile_ops(const StepBatch& batch) {
   s.stream.synchronize();
   std::vector<OpTime> times;
   for (int i = 0; i < n; ++i) {
-    times.push_back({s.runner->op_name(i), s.runner->layer_of(i), marks[i + 1].elapsed_ms_since(marks[i])});
+    times.push_back(
+        {s.runner->op_name(i), s.runner->layer_of(i), marks[i + 1].elapsed_ms_since(marks[i])});
   }
   return times;
 }

@@ -125,8 +125,7 @@ void HostCopy::set_length(std::size_t bytes) {
 void HostCopy::spread_table(std::size_t shape_offset, std::size_t table_offset, int stride,
                             int max_rows) {
   FF_CHECK(stride > 0 && max_rows > 0 && shape_offset % sizeof(int) == 0 &&
-               table_offset % sizeof(uint4) == 0 &&
-               shape_offset + 2 * sizeof(int) <= capacity_ &&
+               table_offset % sizeof(uint4) == 0 && shape_offset + 2 * sizeof(int) <= capacity_ &&
                table_offset + std::size_t(max_rows) * stride * sizeof(int) <= capacity_,
            ErrorCode::kInvalidArgument, "HostCopy: a table of ", max_rows, " rows of ", stride,
            " at ", table_offset, " (shape at ", shape_offset, ") does not fit a source of ",

@@ -33,7 +33,7 @@ class HostCopy {
   void enqueue(cudaStream_t stream) const;
 
  private:
-  PinnedBuffer length_;  // one std::uint64_t
+  PinnedBuffer length_;        // one std::uint64_t
   const void* src_ = nullptr;  // device addresses of the pinned memory
   const void* length_src_ = nullptr;
   void* dst_ = nullptr;

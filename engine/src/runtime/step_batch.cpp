@@ -19,7 +19,8 @@ std::int64_t slot_of(const StepRequest& r, std::int32_t pos, const BlockSize& bl
 
 }  // namespace
 
-StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits, bool check_block_ids) {
+StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
+                        bool check_block_ids) {
   const int num_reqs = static_cast<int>(batch.requests.size());
   FF_CHECK(num_reqs >= 1 && num_reqs <= limits.max_num_seqs, E::kInvalidArgument, "a step has ",
            num_reqs, " requests; it needs 1 to max_num_seqs = ", limits.max_num_seqs);
@@ -72,8 +73,8 @@ StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits, 
       for (std::int64_t pos = r.seq_len - r.query_len; pos < r.seq_len; ++pos, ++row) {
         const std::int64_t want = slot_of(r, pos, block_size);
         FF_CHECK(batch.slot_mapping[row] == want, E::kInvalidArgument, "slot_mapping[", row,
-                 "] = ", batch.slot_mapping[row], " but request ", i, "'s block table puts position ",
-                 pos, " in slot ", want);
+                 "] = ", batch.slot_mapping[row], " but request ", i,
+                 "'s block table puts position ", pos, " in slot ", want);
       }
     }
   }
@@ -120,8 +121,8 @@ void StepMetadata::assign(const StepBatch& batch, const StepShape& shape, int bl
     query_start_loc_[i + 1] = query_start_loc_[i] + r.query_len;
     rows_[i] = r.block_ids;
     for (std::int32_t pos = r.seq_len - r.query_len; pos < r.seq_len; ++pos, ++row) {
-      slot_mapping_[row] = batch.slot_mapping.empty() ? slot_of(r, pos, block_size)
-                                                      : batch.slot_mapping[row];
+      slot_mapping_[row] =
+          batch.slot_mapping.empty() ? slot_of(r, pos, block_size) : batch.slot_mapping[row];
     }
   }
   for (int i = num_reqs; i < padded_reqs; ++i) query_start_loc_[i + 1] = query_start_loc_[i];

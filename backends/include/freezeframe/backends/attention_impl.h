@@ -56,11 +56,11 @@ class AttentionImpl : public DcpAware {
   /// [T, num_heads·head_size], written in place. lse_ln, when defined, receives the
   /// natural-log log-sum-exp of the scaled scores, f32 [T, num_heads] (−inf where a query sees
   /// no key). Bad arguments throw before anything is enqueued.
-  virtual void forward(const AttentionLayer& layer, const TensorView& query,
-                       const TensorView& key, const TensorView& value,
-                       const TensorView& kv_cache, const AttentionMetadata& metadata,
-                       const TensorView& output, cudaStream_t stream,
-                       const TensorView& lse_ln = {}, const OutputQuant& quant = {}) = 0;
+  virtual void forward(const AttentionLayer& layer, const TensorView& query, const TensorView& key,
+                       const TensorView& value, const TensorView& kv_cache,
+                       const AttentionMetadata& metadata, const TensorView& output,
+                       cudaStream_t stream, const TensorView& lse_ln = {},
+                       const OutputQuant& quant = {}) = 0;
 
  private:
   AttentionParams params_;
@@ -68,8 +68,10 @@ class AttentionImpl : public DcpAware {
 
 /// Weights an MLA layer's attention owns (device tensors in the model dtype).
 struct MlaWeights {
-  TensorView q_proj;     ///< [num_heads·(qk_nope + qk_rope), q_lora_rank]  (W_UQ)
-  TensorView kv_b_proj;  ///< [num_heads·(qk_nope + v_head_dim), kv_lora_rank]: per head W_UK then W_UV
+  /// [num_heads·(qk_nope + qk_rope), q_lora_rank]  (W_UQ)
+  TensorView q_proj;
+  /// [num_heads·(qk_nope + v_head_dim), kv_lora_rank]: per head W_UK then W_UV
+  TensorView kv_b_proj;
 };
 
 class MlaImpl : public DcpAware {

@@ -21,16 +21,16 @@ struct CommonAttentionMetadata {
   /// ceil(seq_len / block size) long, read in place (a serving loop's own per-request
   /// lists); block_table_stride is then the most blocks any request needs.
   std::span<const std::span<const std::int32_t>> block_table_rows;
-  std::span<const std::int64_t> slot_mapping;     ///< [rows of K/V written] cache slot; −1 skips
-  int num_tokens = 0;         ///< query rows, padding included (≥ query_start_loc.back())
-  int num_decodes = 0;        ///< leading requests with exactly one new token
+  std::span<const std::int64_t> slot_mapping;  ///< [rows of K/V written] cache slot; −1 skips
+  int num_tokens = 0;   ///< query rows, padding included (≥ query_start_loc.back())
+  int num_decodes = 0;  ///< leading requests with exactly one new token
 };
 
 /// Sizes the persistent device buffers are made for (the largest shape a step may have).
 struct BatchLimits {
   int max_num_reqs = 0;
-  int max_num_tokens = 0;        ///< query rows and cache-write rows per step
-  int max_blocks_per_req = 0;    ///< block table row length (max model length / block size)
+  int max_num_tokens = 0;      ///< query rows and cache-write rows per step
+  int max_blocks_per_req = 0;  ///< block table row length (max model length / block size)
   int block_size = 0;
   /// Σ seq_len over the prefill requests of a step: bounds workspaces that expand a context
   /// (the MLA prefill). 0 = max_num_tokens.
@@ -47,7 +47,7 @@ struct AttentionMetadata {
   const std::int32_t* seq_start_loc = nullptr;    ///< [num_reqs + 1] cumulative seq_lens
   const std::int32_t* block_table = nullptr;      ///< [num_reqs × block_table_stride]
   int block_table_stride = 0;
-  const std::int64_t* slot_mapping = nullptr;     ///< [num_slots]
+  const std::int64_t* slot_mapping = nullptr;  ///< [num_slots]
   int num_slots = 0;
   int num_reqs = 0;
   int num_tokens = 0;

@@ -16,10 +16,10 @@ struct AttentionParams {
   int head_size = 0;
   float scale = 0.0f;  ///< softmax scale, usually 1/sqrt(head_size)
   int num_kv_heads = 0;
-  std::vector<float> alibi_slopes;         ///< one per query head; empty = no ALiBi
-  std::optional<int> sliding_window;       ///< attend to the last N positions (self included)
-  DType kv_cache_dtype = DType::kBF16;     ///< "auto" is resolved by the caller to the model dtype
-  float logits_soft_cap = 0.0f;            ///< cap·tanh(s/cap) on scaled scores; 0 = off
+  std::vector<float> alibi_slopes;      ///< one per query head; empty = no ALiBi
+  std::optional<int> sliding_window;    ///< attend to the last N positions (self included)
+  DType kv_cache_dtype = DType::kBF16;  ///< "auto" is resolved by the caller to the model dtype
+  float logits_soft_cap = 0.0f;         ///< cap·tanh(s/cap) on scaled scores; 0 = off
   AttentionType attn_type = AttentionType::kDecoder;
   std::string kv_sharing_target_layer_name;  ///< non-empty: reuse that layer's cache, write none
 };
@@ -28,12 +28,12 @@ struct AttentionParams {
 /// key/value up-projection so it can absorb them for decode.
 struct MlaParams {
   int num_heads = 0;
-  int q_lora_rank = 0;        ///< width of hidden_states_or_cq (the compressed query)
-  int kv_lora_rank = 0;       ///< R: width of the latent kv_c
-  int qk_nope_head_dim = 0;   ///< per-head query/key dims without rotary embedding
-  int qk_rope_head_dim = 0;   ///< per-head rotary dims (k_pe is shared by all heads)
+  int q_lora_rank = 0;       ///< width of hidden_states_or_cq (the compressed query)
+  int kv_lora_rank = 0;      ///< R: width of the latent kv_c
+  int qk_nope_head_dim = 0;  ///< per-head query/key dims without rotary embedding
+  int qk_rope_head_dim = 0;  ///< per-head rotary dims (k_pe is shared by all heads)
   int v_head_dim = 0;
-  float scale = 0.0f;         ///< softmax scale, usually 1/sqrt(qk_nope + qk_rope)
+  float scale = 0.0f;  ///< softmax scale, usually 1/sqrt(qk_nope + qk_rope)
   float rope_theta = 10000.0f;
   DType kv_cache_dtype = DType::kBF16;
 

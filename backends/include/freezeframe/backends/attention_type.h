@@ -7,9 +7,9 @@
 namespace freezeframe {
 
 enum class AttentionType {
-  kDecoder,         ///< causal self-attention over the paged KV cache
-  kEncoder,         ///< bidirectional self-attention of an encoder-decoder model's encoder; no cache
-  kEncoderOnly,     ///< bidirectional self-attention of an encoder-only model; no cache
+  kDecoder,      ///< causal self-attention over the paged KV cache
+  kEncoder,      ///< bidirectional self-attention of an encoder-decoder model's encoder; no cache
+  kEncoderOnly,  ///< bidirectional self-attention of an encoder-only model; no cache
   kEncoderDecoder,  ///< cross-attention: decoder queries over the encoder's K/V in the cache
 };
 

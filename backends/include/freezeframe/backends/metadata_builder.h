@@ -57,8 +57,8 @@ std::size_t stage_metadata(const CommonAttentionMetadata& common, const BatchLim
 /// `device_table` (where the head and the spread table are copied), sizes from `common`, and
 /// host spans into `head`.
 [[nodiscard]] AttentionMetadata metadata_view(const CommonAttentionMetadata& common,
-                                              const MetadataLayout& layout,
-                                              const std::byte* head, const std::byte* device_head,
+                                              const MetadataLayout& layout, const std::byte* head,
+                                              const std::byte* device_head,
                                               const std::int32_t* device_table);
 
 class MetadataBuilder {

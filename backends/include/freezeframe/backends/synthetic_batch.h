@@ -24,12 +24,13 @@ struct SyntheticBatchSpec {
 
 struct SyntheticBatch {
   std::vector<std::int32_t> query_start_loc, seq_lens, block_table;
-  std::vector<std::int64_t> slot_mapping;          ///< the new tokens' slots (−1 for padding)
-  std::vector<std::int64_t> context_slot_mapping;  ///< slots of every earlier position, request by request
+  std::vector<std::int64_t> slot_mapping;  ///< the new tokens' slots (−1 for padding)
+  /// Slots of every earlier position, request by request.
+  std::vector<std::int64_t> context_slot_mapping;
   int block_table_stride = 0;
   int num_decodes = 0;
-  int num_tokens = 0;       ///< query rows, padding included
-  int num_blocks = 0;       ///< pool size
+  int num_tokens = 0;  ///< query rows, padding included
+  int num_blocks = 0;  ///< pool size
   int block_size = 0;
 
   [[nodiscard]] int num_reqs() const { return static_cast<int>(seq_lens.size()); }

@@ -13,12 +13,13 @@ class BlockSize {
   constexpr explicit BlockSize(int size)
       : size_(size),
         shift_(size > 0 && (size & (size - 1)) == 0 ? std::countr_zero(static_cast<unsigned>(size))
-                                                     : -1) {}
+                                                    : -1) {}
 
   [[nodiscard]] constexpr int size() const { return size_; }
   /// Blocks that `tokens` tokens take.
   [[nodiscard]] constexpr int blocks(std::int64_t tokens) const {
-    return static_cast<int>(shift_ >= 0 ? (tokens + size_ - 1) >> shift_ : (tokens + size_ - 1) / size_);
+    return static_cast<int>(shift_ >= 0 ? (tokens + size_ - 1) >> shift_
+                                        : (tokens + size_ - 1) / size_);
   }
   /// The block that holds position `pos`, and the position's place in it.
   [[nodiscard]] constexpr int block_of(std::int64_t pos) const {

@@ -16,9 +16,13 @@ __device__ __forceinline__ float to_float(__nv_fp8_e4m3 x) { return static_cast<
 template <typename T>
 __device__ __forceinline__ T from_float(float x);
 template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);

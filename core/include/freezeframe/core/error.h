@@ -52,12 +52,12 @@ void warn_cuda_error(int status, const char* statement, const char* file, int li
 }  // namespace freezeframe
 
 /// Throws freezeframe::Error(code, message) unless `cond` holds. Message parts are streamed.
-#define FF_CHECK(cond, code, ...)                                                             \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
+#define FF_CHECK(cond, code, ...)                                                              \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
       throw ::freezeframe::Error((code), ::freezeframe::detail::concat(__VA_ARGS__), __FILE__, \
-                                 __LINE__);                                                  \
-    }                                                                                        \
+                                 __LINE__);                                                    \
+    }                                                                                          \
   } while (0)
 
 /// Throws freezeframe::Error(code, message) unconditionally.
@@ -65,23 +65,23 @@ void warn_cuda_error(int status, const char* statement, const char* file, int li
   throw ::freezeframe::Error((code), ::freezeframe::detail::concat(__VA_ARGS__), __FILE__, __LINE__)
 
 /// Checks a CUDA runtime call; the exception names the statement, file and line.
-#define FF_CUDA_CHECK(statement)                                                         \
-  do {                                                                                   \
-    const auto ff_status_ = (statement);                                                 \
-    if (ff_status_ != 0) {                                                               \
-      ::freezeframe::detail::throw_cuda_error(static_cast<int>(ff_status_), #statement,  \
-                                              __FILE__, __LINE__);                       \
-    }                                                                                    \
+#define FF_CUDA_CHECK(statement)                                                                  \
+  do {                                                                                            \
+    const auto ff_status_ = (statement);                                                          \
+    if (ff_status_ != 0) {                                                                        \
+      ::freezeframe::detail::throw_cuda_error(static_cast<int>(ff_status_), #statement, __FILE__, \
+                                              __LINE__);                                          \
+    }                                                                                             \
   } while (0)
 
 /// Like FF_CUDA_CHECK but only prints: for destructors and other no-throw paths.
-#define FF_CUDA_WARN(statement)                                                         \
-  do {                                                                                  \
-    const auto ff_status_ = (statement);                                                \
-    if (ff_status_ != 0) {                                                              \
-      ::freezeframe::detail::warn_cuda_error(static_cast<int>(ff_status_), #statement,  \
-                                             __FILE__, __LINE__);                       \
-    }                                                                                   \
+#define FF_CUDA_WARN(statement)                                                                  \
+  do {                                                                                           \
+    const auto ff_status_ = (statement);                                                         \
+    if (ff_status_ != 0) {                                                                       \
+      ::freezeframe::detail::warn_cuda_error(static_cast<int>(ff_status_), #statement, __FILE__, \
+                                             __LINE__);                                          \
+    }                                                                                            \
   } while (0)
 
 /// After a kernel launch: reports launch-configuration errors without synchronising.

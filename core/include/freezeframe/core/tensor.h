@@ -51,7 +51,9 @@ class TensorView {
   [[nodiscard]] int dim() const { return rank_; }
   [[nodiscard]] std::int64_t size(int d) const { return shape_[checked_dim(d)]; }
   [[nodiscard]] std::int64_t stride(int d) const { return strides_[checked_dim(d)]; }
-  [[nodiscard]] std::span<const std::int64_t> shape() const { return {shape_.data(), size_t(rank_)}; }
+  [[nodiscard]] std::span<const std::int64_t> shape() const {
+    return {shape_.data(), size_t(rank_)};
+  }
   [[nodiscard]] std::span<const std::int64_t> strides() const {
     return {strides_.data(), size_t(rank_)};
   }

@@ -8,8 +8,8 @@
 namespace freezeframe {
 
 struct BatchDescriptor {
-  int num_tokens = 0;          ///< padded token count
-  int num_reqs = 0;            ///< request count where a full graph fixes it; 0 = any
+  int num_tokens = 0;           ///< padded token count
+  int num_reqs = 0;             ///< request count where a full graph fixes it; 0 = any
   bool uniform_decode = false;  ///< every request is a single-token decode
 
   friend bool operator==(const BatchDescriptor&, const BatchDescriptor&) = default;

@@ -70,7 +70,8 @@ struct AllocationNodes {
 /// (cudaStreamCaptureModeThreadLocal: only this thread's). Throws an Error (kCuda, or what
 /// `work` threw, with the capture's failure appended) and leaves `stream` usable when the
 /// capture fails, or when the captured work allocated device memory.
-[[nodiscard]] CudaGraph capture_graph(cudaStream_t stream, const std::function<void()>& work,
-                                      cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal);
+[[nodiscard]] CudaGraph capture_graph(
+    cudaStream_t stream, const std::function<void()>& work,
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal);
 
 }  // namespace freezeframe

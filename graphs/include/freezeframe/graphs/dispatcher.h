@@ -32,7 +32,9 @@ class Dispatcher {
   [[nodiscard]] std::span<const int> capture_sizes() const { return sizes_; }
   /// Keys to capture, full ones first, each list largest first (capture order).
   [[nodiscard]] const std::vector<BatchDescriptor>& full_keys() const { return full_order_; }
-  [[nodiscard]] const std::vector<BatchDescriptor>& piecewise_keys() const { return piecewise_order_; }
+  [[nodiscard]] const std::vector<BatchDescriptor>& piecewise_keys() const {
+    return piecewise_order_;
+  }
 
   /// Where a batch of `num_tokens` tokens over `num_reqs` requests runs; `uniform_decode`
   /// when every request is a single-token decode (then num_tokens == num_reqs).

@@ -39,7 +39,9 @@ class SharedExecutables {
 
   [[nodiscard]] int num_graphs() const { return static_cast<int>(graphs_.size()); }
   [[nodiscard]] int num_executables() const { return static_cast<int>(executables_.size()); }
-  [[nodiscard]] std::size_t node_count(int handle) const { return graphs_.at(handle).graph.node_count(); }
+  [[nodiscard]] std::size_t node_count(int handle) const {
+    return graphs_.at(handle).graph.node_count();
+  }
   /// Updates of an executable to another graph since construction (at add() and launch()).
   [[nodiscard]] long long updates() const { return updates_; }
   /// Why add() found executables that would not take a graph: CUDA's reason and the node it
@@ -53,7 +55,7 @@ class SharedExecutables {
     GraphExec exec;
     int group = 0;
     std::size_t nodes = 0;  ///< a graph of another node count cannot fit
-    int holds = -1;  ///< handle of the graph the executable was last set to; −1 unknown
+    int holds = -1;         ///< handle of the graph the executable was last set to; −1 unknown
   };
   struct Entry {
     CudaGraph graph;

@@ -42,8 +42,7 @@ class Arena {
   /// when the view would reach past the region's end, kInvalidArgument for a negative or
   /// misaligned offset.
   [[nodiscard]] TensorView view(std::string_view region, DType dtype,
-                                std::span<const std::int64_t> shape,
-                                std::int64_t offset = 0) const;
+                                std::span<const std::int64_t> shape, std::int64_t offset = 0) const;
   [[nodiscard]] TensorView view(std::string_view region, DType dtype,
                                 std::initializer_list<std::int64_t> shape,
                                 std::int64_t offset = 0) const {
@@ -60,8 +59,7 @@ class Arena {
                                           std::int64_t bytes) const;
   /// The placement called `name` inside `region`, seen as `shape`, which must fit it.
   [[nodiscard]] TensorView placement_view(std::string_view region, std::string_view name,
-                                          DType dtype,
-                                          std::span<const std::int64_t> shape) const;
+                                          DType dtype, std::span<const std::int64_t> shape) const;
 
  private:
   Arena(const MemoryPlan& plan, std::byte* base, std::int64_t bytes, Device device,

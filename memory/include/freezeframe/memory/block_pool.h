@@ -30,9 +30,9 @@ class BlockPool {
 
  private:
   std::int32_t num_blocks_ = 0;
-  std::int32_t fresh_ = 0;               // blocks [fresh_, num_blocks_) were never handed out
-  std::vector<std::int32_t> released_;   // a stack: the most recently freed block is reused first
-  std::vector<bool> in_use_;             // over [0, fresh_)
+  std::int32_t fresh_ = 0;              // blocks [fresh_, num_blocks_) were never handed out
+  std::vector<std::int32_t> released_;  // a stack: the most recently freed block is reused first
+  std::vector<bool> in_use_;            // over [0, fresh_)
 };
 
 /// Blocks of `block_size` tokens needed to hold `tokens` tokens.

@@ -20,9 +20,9 @@ struct TensorLifetime {
 };
 
 struct PackedLayout {
-  std::vector<std::int64_t> offsets;  ///< bytes from the start of the region, one per tensor
-  std::int64_t peak_bytes = 0;        ///< region size: max over tensors of offset + aligned size
-  std::int64_t lower_bound_bytes = 0; ///< max over steps of the aligned bytes live at that step
+  std::vector<std::int64_t> offsets;   ///< bytes from the start of the region, one per tensor
+  std::int64_t peak_bytes = 0;         ///< region size: max over tensors of offset + aligned size
+  std::int64_t lower_bound_bytes = 0;  ///< max over steps of the aligned bytes live at that step
 };
 
 /// Packs `tensors` into one region. Every offset is a multiple of `alignment` (a power of

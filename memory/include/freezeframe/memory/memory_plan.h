@@ -15,12 +15,12 @@ namespace freezeframe {
 
 /// What a region holds (for reports and the memory map).
 enum class RegionKind {
-  kWeights,           ///< parameters of the built-in model
-  kActivations,       ///< tensors of the model program, packed by lifetime
-  kStaging,           ///< a step's staged inputs and attention metadata, at fixed addresses
-  kOutputs,           ///< per-step outputs at fixed addresses (logits)
-  kWorkspace,         ///< scratch shared by all layers (backend, split-KV, cuBLAS)
-  kKvCache,           ///< the paged KV cache: whatever is left of the budget
+  kWeights,      ///< parameters of the built-in model
+  kActivations,  ///< tensors of the model program, packed by lifetime
+  kStaging,      ///< a step's staged inputs and attention metadata, at fixed addresses
+  kOutputs,      ///< per-step outputs at fixed addresses (logits)
+  kWorkspace,    ///< scratch shared by all layers (backend, split-KV, cuBLAS)
+  kKvCache,      ///< the paged KV cache: whatever is left of the budget
 };
 
 /// "weights", "activations", ... (as in the JSON output).
@@ -35,9 +35,9 @@ struct Placement {
   std::string name;
   std::int64_t offset = 0;  ///< bytes from the start of the arena
   std::int64_t bytes = 0;
-  int first_step = -1;      ///< activations: program steps during which it is live
+  int first_step = -1;  ///< activations: program steps during which it is live
   int last_step = -1;
-  std::string aliases;      ///< non-empty: shares the memory of this placement (KV sharing)
+  std::string aliases;  ///< non-empty: shares the memory of this placement (KV sharing)
 };
 
 struct MemoryRegion {
@@ -53,10 +53,10 @@ struct MemoryRegion {
 /// The KV cache in blocks and tokens.
 struct KvCacheSummary {
   std::int64_t num_blocks = 0;
-  int block_size = 0;                  ///< tokens per block
-  std::int64_t bytes_per_block = 0;    ///< summed over the layers that own a cache
-  int cache_layers = 0;                ///< layers that own a cache (sharers excluded)
-  std::int64_t tokens_per_rank = 0;    ///< num_blocks · block_size
+  int block_size = 0;                ///< tokens per block
+  std::int64_t bytes_per_block = 0;  ///< summed over the layers that own a cache
+  int cache_layers = 0;              ///< layers that own a cache (sharers excluded)
+  std::int64_t tokens_per_rank = 0;  ///< num_blocks · block_size
   int dcp_world_size = 1;
   /// Max-length sequences that fit at once (all ranks together; see the planner for the formula).
   std::int64_t max_concurrent_sequences = 0;

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "freezeframe/engine/runtime/engine.h"
-#include "freezeframe/serving/request_trace.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/graphs/dispatcher.h"
+#include "freezeframe/serving/request_trace.h"
 
 namespace freezeframe {
 
@@ -54,7 +54,7 @@ struct ServingOptions {
 /// given, which then runs every step and waits for it). `num_blocks`: the KV cache's blocks.
 [[nodiscard]] ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
                                              const Dispatcher& dispatcher,
-                                             const std::vector<TraceRequest>& trace,
-                                             Engine* engine, const ServingOptions& options = {});
+                                             const std::vector<TraceRequest>& trace, Engine* engine,
+                                             const ServingOptions& options = {});
 
 }  // namespace freezeframe

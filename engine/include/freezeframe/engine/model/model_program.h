@@ -25,22 +25,22 @@
 namespace freezeframe {
 
 enum class OpKind {
-  kEmbedding,       ///< hidden = embed_tokens[token_ids]
-  kRmsNorm,         ///< out = rms_norm(in) · weight
-  kQkvProj,         ///< qkv = x · W_qkvᵀ   [T, (H + 2·KV)·D]
-  kRope,            ///< rotary embedding of q and k inside qkv, in place
-  kCacheWrite,      ///< k, v of qkv → the layer's KV cache at the slot mapping
-  kAttention,       ///< out = attention(q, cache) through the layer's backend
-  kOProjResidual,   ///< hidden += attn_out · W_oᵀ
-  kGateUpProj,      ///< gate_up = x · W_gate_upᵀ   [T, 2·I]
-  kSiluAndMul,      ///< act = silu(gate) · up   [T, I]
-  kDownProjResidual,///< hidden += act · W_downᵀ
-  kMlaQProj,        ///< q = x · W_qᵀ (owned by the MLA impl; listed for its weight)
-  kMlaKvAProj,      ///< kv_a = x · W_kv_aᵀ   [T, R + rope]
-  kMlaKvANorm,      ///< kv_c_normed = rms_norm(kv_a[:, :R])
-  kMlaAttention,    ///< MLA forward: rope, latent cache write, attention, W_UV
-  kFinalNorm,       ///< normed = rms_norm(hidden[lm_head_rows]): each sequence's last token
-  kLmHead,          ///< logits = normed · W_lm_headᵀ
+  kEmbedding,         ///< hidden = embed_tokens[token_ids]
+  kRmsNorm,           ///< out = rms_norm(in) · weight
+  kQkvProj,           ///< qkv = x · W_qkvᵀ   [T, (H + 2·KV)·D]
+  kRope,              ///< rotary embedding of q and k inside qkv, in place
+  kCacheWrite,        ///< k, v of qkv → the layer's KV cache at the slot mapping
+  kAttention,         ///< out = attention(q, cache) through the layer's backend
+  kOProjResidual,     ///< hidden += attn_out · W_oᵀ
+  kGateUpProj,        ///< gate_up = x · W_gate_upᵀ   [T, 2·I]
+  kSiluAndMul,        ///< act = silu(gate) · up   [T, I]
+  kDownProjResidual,  ///< hidden += act · W_downᵀ
+  kMlaQProj,          ///< q = x · W_qᵀ (owned by the MLA impl; listed for its weight)
+  kMlaKvAProj,        ///< kv_a = x · W_kv_aᵀ   [T, R + rope]
+  kMlaKvANorm,        ///< kv_c_normed = rms_norm(kv_a[:, :R])
+  kMlaAttention,      ///< MLA forward: rope, latent cache write, attention, W_UV
+  kFinalNorm,         ///< normed = rms_norm(hidden[lm_head_rows]): each sequence's last token
+  kLmHead,            ///< logits = normed · W_lm_headᵀ
 };
 [[nodiscard]] std::string_view to_string(OpKind kind);
 
@@ -58,12 +58,12 @@ enum class Rows {
 };
 
 struct ProgramTensor {
-  std::string name;    ///< "layers.3.qkv"
+  std::string name;  ///< "layers.3.qkv"
   DType dtype = DType::kBF16;
   Rows rows = Rows::kTokens;
   std::int64_t width = 0;  ///< elements per row
   TensorHome home = TensorHome::kActivation;
-  int layer = -1;          ///< −1 outside the layers
+  int layer = -1;  ///< −1 outside the layers
 
   /// Bytes for a step of `tokens` tokens and `sequences` sequences.
   [[nodiscard]] std::int64_t bytes(std::int64_t tokens, std::int64_t sequences) const {
@@ -108,10 +108,9 @@ struct ModelProgram {
 /// The lifetimes of the program's activation tensors (TensorHome::kActivation) for a step of
 /// `tokens` tokens and `sequences` sequences, steps being op indices; `tensor_ids`, when given,
 /// receives the program tensor index of each.
-[[nodiscard]] std::vector<TensorLifetime> activation_lifetimes(const ModelProgram& program,
-                                                               std::int64_t tokens,
-                                                               std::int64_t sequences,
-                                                               std::vector<int>* tensor_ids = nullptr);
+[[nodiscard]] std::vector<TensorLifetime> activation_lifetimes(
+    const ModelProgram& program, std::int64_t tokens, std::int64_t sequences,
+    std::vector<int>* tensor_ids = nullptr);
 
 /// The program of `spec`'s model (the spec must be validated: load_spec / parse_spec).
 [[nodiscard]] ModelProgram build_model_program(const EngineSpec& spec);

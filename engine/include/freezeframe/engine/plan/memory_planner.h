@@ -20,8 +20,8 @@
 #include <cstdint>
 
 #include "freezeframe/core/device_properties.h"
-#include "freezeframe/engine/spec/deployment.h"
 #include "freezeframe/engine/model/model_program.h"
+#include "freezeframe/engine/spec/deployment.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/memory/memory_plan.h"
 

@@ -1,5 +1,6 @@
 #pragma once
-// Engine: one deployment on one GPU, built from a spec (docs/DESIGN.md, "A step, from the serving loop to the logits").
+// Engine: one deployment on one GPU, built from a spec (docs/DESIGN.md, "A step, from the serving
+// loop to the logits").
 //
 // Construction plans the memory, makes the one arena, fills the built-in model's weights
 // (deterministic random values), builds every layer's attention impl and one metadata builder
@@ -19,9 +20,9 @@
 #include <vector>
 
 #include "freezeframe/core/tensor.h"
+#include "freezeframe/engine/runtime/step_batch.h"
 #include "freezeframe/engine/spec/deployment.h"
 #include "freezeframe/engine/spec/spec.h"
-#include "freezeframe/engine/runtime/step_batch.h"
 #include "freezeframe/graphs/batch_descriptor.h"
 #include "freezeframe/graphs/dispatcher.h"
 #include "freezeframe/memory/memory_plan.h"
@@ -31,9 +32,9 @@ namespace freezeframe {
 /// What a user's piece sees when it enqueues its work.
 struct UserPieceContext {
   cudaStream_t stream = nullptr;
-  int layer = 0;        ///< the layer it follows
-  int num_tokens = 0;   ///< rows of this step, padding included
-  TensorView hidden;    ///< the residual stream [num_tokens, hidden_size], read and write
+  int layer = 0;       ///< the layer it follows
+  int num_tokens = 0;  ///< rows of this step, padding included
+  TensorView hidden;   ///< the residual stream [num_tokens, hidden_size], read and write
 };
 
 /// Work a user adds to the model program at the end of layer `after_layer` (after its MLP,
@@ -61,17 +62,17 @@ struct EngineOptions {
 struct CapturedGraphInfo {
   BatchDescriptor descriptor;
   RuntimeMode mode = RuntimeMode::kFull;
-  int graphs = 0;               ///< 1 for a full graph; pieces for piecewise; layers when layer by layer
-  std::size_t nodes = 0;        ///< over its graphs
-  double capture_ms = 0.0;      ///< recording the work into graphs
-  double instantiate_ms = 0.0;  ///< making (and uploading) the executables
+  int graphs = 0;         ///< 1 for a full graph; pieces for piecewise; layers when layer by layer
+  std::size_t nodes = 0;  ///< over its graphs
+  double capture_ms = 0.0;        ///< recording the work into graphs
+  double instantiate_ms = 0.0;    ///< making (and uploading) the executables
   std::int64_t device_bytes = 0;  ///< free device memory before minus after (2 MiB pages)
 };
 
 struct CaptureReport {
   std::vector<CapturedGraphInfo> captured;  ///< in capture order
-  double warmup_ms = 0.0;       ///< eager runs of each size (a layer of each kind) before capture
-  double total_ms = 0.0;        ///< the whole capture phase, warm-up included
+  double warmup_ms = 0.0;  ///< eager runs of each size (a layer of each kind) before capture
+  double total_ms = 0.0;   ///< the whole capture phase, warm-up included
   /// Device memory the warm-up took: code of kernels loaded on first use (lazy loading),
   /// which eager steps of these sizes would load as well.
   std::int64_t warmup_device_bytes = 0;
@@ -114,7 +115,7 @@ struct StepResult {
   /// plan's output buffer: valid once the engine's stream has reached it, until the next step.
   TensorView logits;
   RuntimeMode mode = RuntimeMode::kEager;
-  BatchDescriptor descriptor;   ///< the padded shape that ran (eager: the batch's own)
+  BatchDescriptor descriptor;  ///< the padded shape that ran (eager: the batch's own)
   StepHostTimes host;
 };
 

@@ -18,13 +18,13 @@
 namespace freezeframe {
 
 struct StepRequest {
-  std::int32_t query_len = 0;                  ///< new tokens this step
-  std::int32_t seq_len = 0;                    ///< context + new tokens
-  std::span<const std::int32_t> block_ids;     ///< the request's cache blocks, in order
+  std::int32_t query_len = 0;               ///< new tokens this step
+  std::int32_t seq_len = 0;                 ///< context + new tokens
+  std::span<const std::int32_t> block_ids;  ///< the request's cache blocks, in order
 };
 
 struct StepBatch {
-  std::vector<StepRequest> requests;           ///< single-token decodes first
+  std::vector<StepRequest> requests;  ///< single-token decodes first
   /// Cache slot of each new token; empty = derived from the block tables.
   std::span<const std::int64_t> slot_mapping;
   /// Token id of each new token, request by request; empty = token 0 everywhere (benchmarks).
@@ -67,7 +67,9 @@ class StepMetadata {
   [[nodiscard]] CommonAttentionMetadata common() const;
   [[nodiscard]] std::span<const std::int32_t> query_start_loc() const { return query_start_loc_; }
   [[nodiscard]] std::span<const std::int32_t> seq_lens() const { return seq_lens_; }
-  [[nodiscard]] std::span<const std::span<const std::int32_t>> block_table_rows() const { return rows_; }
+  [[nodiscard]] std::span<const std::span<const std::int32_t>> block_table_rows() const {
+    return rows_;
+  }
   [[nodiscard]] std::span<const std::int64_t> slot_mapping() const { return slot_mapping_; }
 
  private:

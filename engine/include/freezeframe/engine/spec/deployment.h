@@ -30,7 +30,7 @@ struct KvGeometry {
   int num_kv_heads = 0;  ///< heads this rank keeps (MLA: 1, the shared latent)
   int head_width = 0;    ///< elements per head and token (MLA: kv_lora_rank + qk_rope_head_dim)
   DType dtype = DType::kBF16;
-  bool latent = false;   ///< MLA: one latent per token instead of key and value heads
+  bool latent = false;  ///< MLA: one latent per token instead of key and value heads
 
   bool operator==(const KvGeometry&) const = default;
 };
@@ -77,8 +77,8 @@ struct DeploymentGeometry {
 
 /// Tokens of a sequence of `length` that DCP rank `rank` holds (docs/DESIGN.md, "Decode context
 /// parallelism"): base + clamp(rem − rank·I, 0, I), base = (L div (I·W))·I, rem = L − base·W.
-[[nodiscard]] std::int64_t dcp_rank_tokens(std::int64_t length, int world_size,
-                                           int interleave_size, int rank);
+[[nodiscard]] std::int64_t dcp_rank_tokens(std::int64_t length, int world_size, int interleave_size,
+                                           int rank);
 
 /// The largest block count a pool may have (block ids are int32).
 inline constexpr std::int64_t kMaxKvBlocks = 0x7fffffff;
