@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/spec/byte_size.h"
 #include "freezeframe/engine/plan/memory_planner.h"
+#include "freezeframe/engine/spec/byte_size.h"
 #include "freezeframe/engine/spec/spec.h"
 
 namespace freezeframe {
@@ -74,9 +74,9 @@ TEST(BrokenSpecs, EachIsRefusedWithItsMessageAndLocation) {
       EXPECT_NE(message.find(fragment), std::string::npos)
           << "expected: " << fragment << "\ngot: " << message;
     }
-    const std::regex located(std::regex_replace(path.filename().string(),
-                                                std::regex(R"([.])"), R"(\.)") +
-                             ":[0-9]+:[0-9]+: ");
+    const std::regex located(
+        std::regex_replace(path.filename().string(), std::regex(R"([.])"), R"(\.)") +
+        ":[0-9]+:[0-9]+: ");
     EXPECT_TRUE(std::regex_search(message, located)) << "no file:line:column in: " << message;
   }
 }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model_kernels_test_util.h"
 #include "freezeframe/core/error.h"
 #include "model/model_kernels.h"
 #include "support/device_tensor.h"
@@ -29,55 +30,14 @@ namespace freezeframe {
 namespace {
 
 namespace mk = model_kernels;
+using testing::close;
 using testing::download;
+using testing::first_columns;
+using testing::poisoned;
+using testing::poisoned_tensor;
+using testing::unit_roundoff;
 using testing::upload;
-
-constexpr std::uint8_t kPoison = 0xFF;  // a NaN in bf16, f16 and f32
-
-// Half an ulp of 1: bf16 keeps 8 significant bits, f16 11, f32 24.
-double unit_roundoff(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16: return std::ldexp(1.0, -8);
-    case DType::kF16: return std::ldexp(1.0, -11);
-    default: return std::ldexp(1.0, -24);
-  }
-}
-
-// One rounding into `dtype` after f32 arithmetic: 2u·|scale| + floor, where `scale` is the
-// magnitude the error is relative to (the result, or the operands where they can cancel).
-::testing::AssertionResult close(double got, double want, DType dtype, double scale,
-                                 double floor = 1e-6) {
-  const double bound = 2.0 * unit_roundoff(dtype) * std::abs(scale) + floor;
-  if (std::isfinite(got) && std::abs(got - want) <= bound) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "got " << got << ", want " << want << " (bound " << bound << ")";
-}
-
-bool poisoned(const HostTensor& t, std::int64_t i) {
-  const std::size_t bytes = size_of(t.dtype());
-  const std::uint8_t* p = t.data() + i * bytes;
-  return std::all_of(p, p + bytes, [](std::uint8_t b) { return b == kPoison; });
-}
-
-HostTensor poisoned_tensor(DType dtype, std::initializer_list<std::int64_t> shape) {
-  HostTensor t(dtype, shape);
-  t.fill_bytes(kPoison);
-  return t;
-}
-
-// The first `cols` columns of a 2-d device view, keeping its row stride.
-TensorView first_columns(const TensorView& full, std::int64_t cols) {
-  const std::int64_t shape[] = {full.size(0), cols};
-  const std::int64_t strides[] = {full.stride(0), 1};
-  return TensorView::strided(full.data(), full.dtype(), shape, strides, full.device());
-}
-
-template <typename T>
-DeviceBuffer upload_vector(const std::vector<T>& values) {
-  DeviceBuffer buffer(values.size() * sizeof(T));
-  FF_CUDA_CHECK(cudaMemcpy(buffer.data(), values.data(), buffer.bytes(), cudaMemcpyHostToDevice));
-  return buffer;
-}
+using testing::upload_vector;
 
 // ---------------------------------------------------------------------------------------------
 // embedding
@@ -132,146 +92,6 @@ INSTANTIATE_TEST_SUITE_P(
                       EmbeddingCase{"bf16_w1001_scalar", DType::kBF16, 70, 1001, 1001},
                       EmbeddingCase{"f16_w64_odd_out_stride", DType::kF16, 20, 64, 67}),
     [](const auto& info) { return std::string(info.param.name); });
-
-// ---------------------------------------------------------------------------------------------
-// rms_norm
-
-struct RmsNormCase {
-  const char* name;
-  DType dtype;
-  int rows, extra_rows;          // tensors have rows + extra_rows rows
-  int width, in_cols, out_cols;  // in / out: the first `width` columns of [.., *_cols]
-  bool in_place;                 // out is in
-};
-
-std::ostream& operator<<(std::ostream& os, const RmsNormCase& c) { return os << c.name; }
-
-class RmsNorm : public ::testing::TestWithParam<RmsNormCase> {};
-
-TEST_P(RmsNorm, MatchesHostNorm) {
-  FF_REQUIRE_GPU();
-  const RmsNormCase& c = GetParam();
-  const int total = c.rows + c.extra_rows;
-  const float eps = 1e-5f;
-  std::mt19937 rng(2);
-  HostTensor in(c.dtype, {total, c.in_cols}), weight(c.dtype, {c.width});
-  testing::fill_normal(in, rng, 2.0f);
-  testing::fill_uniform(weight, rng, 0.5f, 1.5f);
-  const int out_cols = c.in_place ? c.in_cols : c.out_cols;
-  HostTensor out = c.in_place ? in : poisoned_tensor(c.dtype, {total, out_cols});
-
-  auto d_in = upload(in), d_weight = upload(weight);
-  auto d_out = c.in_place ? testing::DeviceTensor{} : upload(out);
-  const TensorView in_view = first_columns(d_in.view, c.width);
-  const TensorView out_view = c.in_place ? in_view : first_columns(d_out.view, c.width);
-  mk::rms_norm(in_view, d_weight.view, eps, out_view, c.rows, nullptr);
-  FF_CUDA_CHECK(cudaDeviceSynchronize());
-  download(c.in_place ? d_in.view : d_out.view, out);
-
-  for (int r = 0; r < total; ++r) {
-    double sum_sq = 0.0;
-    for (int col = 0; col < c.width; ++col) {
-      const double x = in.get(std::int64_t(r) * c.in_cols + col);
-      sum_sq += x * x;
-    }
-    const double inv_rms = 1.0 / std::sqrt(sum_sq / c.width + eps);
-    for (int col = 0; col < out_cols; ++col) {
-      const std::int64_t i = std::int64_t(r) * out_cols + col;
-      if (r >= c.rows || col >= c.width) {
-        if (c.in_place) {
-          ASSERT_EQ(std::memcmp(out.data() + i * size_of(c.dtype), in.data() + i * size_of(c.dtype),
-                                size_of(c.dtype)),
-                    0)
-              << "row " << r << " col " << col << " was written";
-        } else {
-          ASSERT_TRUE(poisoned(out, i)) << "row " << r << " col " << col << " was written";
-        }
-        continue;
-      }
-      const double want = in.get(std::int64_t(r) * c.in_cols + col) * inv_rms * weight.get(col);
-      ASSERT_TRUE(close(out.get(i), want, c.dtype, want)) << "row " << r << " col " << col;
-    }
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Cases, RmsNorm,
-    ::testing::Values(
-        RmsNormCase{"bf16_w4096_decode", DType::kBF16, 3, 2, 4096, 4096, 4096, false},
-        RmsNormCase{"f16_w4096_decode", DType::kF16, 4, 1, 4096, 4096, 4096, false},
-        RmsNormCase{"f16_w8192_one_row", DType::kF16, 1, 1, 8192, 8192, 8192, false},
-        RmsNormCase{"bf16_w4096_300_rows", DType::kBF16, 300, 4, 4096, 4096, 4096, false},
-        // MLA: the 512 latent columns of the [rows, 576] kv_a output, into a compact tensor.
-        RmsNormCase{"bf16_latent_slice_of_576", DType::kBF16, 5, 3, 512, 576, 512, false},
-        RmsNormCase{"f16_latent_slice_of_576", DType::kF16, 5, 3, 512, 576, 512, false},
-        RmsNormCase{"bf16_w1003_scalar", DType::kBF16, 3, 1, 1003, 1003, 1003, false},
-        RmsNormCase{"f16_w96_odd_strides_scalar", DType::kF16, 4, 2, 96, 101, 99, false},
-        RmsNormCase{"bf16_w2048_in_place", DType::kBF16, 6, 2, 2048, 2048, 2048, true}),
-    [](const auto& info) { return std::string(info.param.name); });
-
-// ---------------------------------------------------------------------------------------------
-// rms_norm_rows
-
-struct LastTokensCase {
-  const char* name;
-  DType dtype;
-  int width;
-};
-
-std::ostream& operator<<(std::ostream& os, const LastTokensCase& c) { return os << c.name; }
-
-class RmsNormLastTokens : public ::testing::TestWithParam<LastTokensCase> {};
-
-TEST_P(RmsNormLastTokens, NormsEachRequestsLastTokenAndZeroesEmptyRequests) {
-  FF_REQUIRE_GPU();
-  const LastTokensCase& c = GetParam();
-  const float eps = 1e-6f;
-  // The last tokens of requests of 4, 1, 6 new tokens; −1 (a padded request) and an index
-  // outside the input give zero rows; repeated and out-of-order indices are fine.
-  const std::vector<std::int32_t> row_index = {3, -1, 4, 10, 3, -1, 13};
-  const int rows = static_cast<int>(row_index.size()), out_rows = rows + 2;
-  const int tokens = 13;
-  std::mt19937 rng(3);
-  HostTensor in(c.dtype, {tokens, c.width}), weight(c.dtype, {c.width});
-  testing::fill_normal(in, rng);
-  testing::fill_uniform(weight, rng, -1.5f, -0.5f);
-  HostTensor out = poisoned_tensor(c.dtype, {out_rows, c.width});
-
-  auto d_in = upload(in), d_weight = upload(weight), d_out = upload(out);
-  DeviceBuffer d_rows = upload_vector(row_index);
-  mk::rms_norm_rows(d_in.view, static_cast<const std::int32_t*>(d_rows.data()), rows, d_weight.view,
-                    eps, d_out.view, nullptr);
-  FF_CUDA_CHECK(cudaDeviceSynchronize());
-  download(d_out.view, out);
-
-  for (int r = 0; r < out_rows; ++r) {
-    const std::int64_t src = r < rows ? row_index[r] : -1;
-    const bool empty = r < rows && (src < 0 || src >= tokens);
-    double inv_rms = 0.0;
-    if (r < rows && !empty) {
-      double sum_sq = 0.0;
-      for (int col = 0; col < c.width; ++col) sum_sq += std::pow(in.get(src * c.width + col), 2);
-      inv_rms = 1.0 / std::sqrt(sum_sq / c.width + eps);
-    }
-    for (int col = 0; col < c.width; ++col) {
-      const std::int64_t i = std::int64_t(r) * c.width + col;
-      if (r >= rows) {
-        ASSERT_TRUE(poisoned(out, i)) << "row " << r << " col " << col << " was written";
-      } else if (empty) {
-        ASSERT_EQ(out.get(i), 0.0f) << "empty row " << r << " col " << col;
-      } else {
-        const double want = in.get(src * c.width + col) * inv_rms * weight.get(col);
-        ASSERT_TRUE(close(out.get(i), want, c.dtype, want)) << "row " << r << " col " << col;
-      }
-    }
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, RmsNormLastTokens,
-                         ::testing::Values(LastTokensCase{"bf16_w4096", DType::kBF16, 4096},
-                                           LastTokensCase{"f16_w4096", DType::kF16, 4096},
-                                           LastTokensCase{"bf16_w1003_scalar", DType::kBF16, 1003}),
-                         [](const auto& info) { return std::string(info.param.name); });
 
 // ---------------------------------------------------------------------------------------------
 // rope_neox

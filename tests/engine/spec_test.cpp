@@ -109,8 +109,8 @@ TEST(Spec, DefaultsAreTheDocumentedOnes) {
 TEST(Spec, CaptureLadderIsCappedByTokensAndFollowsMaxCaptureSize) {
   EXPECT_EQ(default_capture_sizes(4), (std::vector<int>{1, 2, 4}));
   EXPECT_EQ(default_capture_sizes(20), (std::vector<int>{1, 2, 4, 8, 16}));
-  const EngineSpec small =
-      parse_spec(std::string(kTiny) + "scheduler:\n  max_num_seqs: 8\n  max_num_batched_tokens: 12\n");
+  const EngineSpec small = parse_spec(
+      std::string(kTiny) + "scheduler:\n  max_num_seqs: 8\n  max_num_batched_tokens: 12\n");
   EXPECT_EQ(small.cuda_graphs.capture_sizes, (std::vector<int>{1, 2, 4, 8})) << "min(16, 12)";
   const EngineSpec explicit_max =
       parse_spec(std::string(kTiny) + "cuda_graphs:\n  max_capture_size: 40\n");
@@ -118,15 +118,15 @@ TEST(Spec, CaptureLadderIsCappedByTokensAndFollowsMaxCaptureSize) {
   const EngineSpec none = parse_spec(std::string(kTiny) + "cuda_graphs:\n  mode: none\n");
   EXPECT_TRUE(none.cuda_graphs.capture_sizes.empty());
   EXPECT_EQ(none.cuda_graphs.max_capture_size, 0);
-  const EngineSpec own = parse_spec(std::string(kTiny) +
-                                    "cuda_graphs:\n  share_piecewise_executables: false\n");
+  const EngineSpec own =
+      parse_spec(std::string(kTiny) + "cuda_graphs:\n  share_piecewise_executables: false\n");
   EXPECT_EQ(own.cuda_graphs.piecewise_sharing, PiecewiseSharing::kNone);
-  const EngineSpec by_layer = parse_spec(std::string(kTiny) +
-                                         "cuda_graphs:\n  share_piecewise_executables: across_layers\n");
+  const EngineSpec by_layer = parse_spec(
+      std::string(kTiny) + "cuda_graphs:\n  share_piecewise_executables: across_layers\n");
   EXPECT_EQ(by_layer.cuda_graphs.piecewise_sharing, PiecewiseSharing::kAcrossLayers);
   // kTiny has 9 lines, so the option's value sits on line 11, column 32.
-  const std::string msg = message_of(std::string(kTiny) +
-                                     "cuda_graphs:\n  share_piecewise_executables: sometimes\n");
+  const std::string msg =
+      message_of(std::string(kTiny) + "cuda_graphs:\n  share_piecewise_executables: sometimes\n");
   EXPECT_NE(msg.find("inline.yaml:11:32: cuda_graphs.share_piecewise_executables: expected one "
                      "of across_sizes, across_layers, none, true, false; got 'sometimes'"),
             std::string::npos)
@@ -168,7 +168,8 @@ TEST(Spec, LayerOverridesApplyInOrderToIndicesAndRanges) {
 
 TEST(Spec, BudgetIsAFractionOrASize) {
   EXPECT_DOUBLE_EQ(parse_spec(std::string(kTiny) + "cache:\n  memory_budget: 0.5\n")
-                       .cache.memory_budget.fraction, 0.5);
+                       .cache.memory_budget.fraction,
+                   0.5);
   const EngineSpec bytes = parse_spec(std::string(kTiny) + "cache:\n  memory_budget: 70GiB\n");
   EXPECT_EQ(bytes.cache.memory_budget.bytes, std::int64_t(70) << 30);
   EXPECT_EQ(bytes.cache.memory_budget.resolve(std::int64_t(80) << 30), std::int64_t(70) << 30);
@@ -191,12 +192,15 @@ TEST(Spec, AllProblemsAreReportedTogetherWithLocations) {
       "  max_num_seqz: 4\n");
   EXPECT_NE(msg.find("has 3 problems"), std::string::npos) << msg;
   EXPECT_NE(msg.find("inline.yaml:2:15: model.num_layers: must be in [1, 4096], got 0"),
-            std::string::npos) << msg;
+            std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("inline.yaml:9:15: cache.block_size: must be a power of two"),
-            std::string::npos) << msg;
+            std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("inline.yaml:11:3: scheduler.max_num_seqz: unknown key 'max_num_seqz'; did "
                      "you mean 'max_num_seqs'?"),
-            std::string::npos) << msg;
+            std::string::npos)
+      << msg;
 }
 
 TEST(Spec, TheExampleInTheDocsIsValid) {
