@@ -147,6 +147,11 @@ int run_serve_sim(Args args) {
     std::printf("step time: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.step_ms_p50, r.step_ms_p99,
                 r.step_ms_max);
   }
+  std::printf(
+      "per request (ms, p50 / p99): queueing %.1f / %.1f, time to first token %.1f / %.1f, "
+      "time per output token %.2f / %.2f%s\n",
+      r.queue_ms.p50, r.queue_ms.p99, r.ttft_ms.p50, r.ttft_ms.p99, r.tpot_ms.p50, r.tpot_ms.p99,
+      schedule_only ? " (steps modelled)" : "");
   // Every request finished or was refused (and counted above).
   return r.finished + refused == r.requests ? 0 : 1;
 }

@@ -92,35 +92,44 @@ const StepBatch* ContinuousBatcher::schedule() {
                         [](const Request* r) { return r->scheduled == 1; });
 
   step_.requests.clear();
+  step_ids_.clear();
   for (const Request* r : step_order_) {
     const std::int32_t seq_len = r->computed + r->scheduled;
     step_.requests.push_back({r->scheduled, seq_len, r->blocks});
+    step_ids_.push_back(r->id);
   }
   return &step_;
 }
 
-std::vector<int> ContinuousBatcher::complete_step() {
-  std::vector<int> finished;
+ContinuousBatcher::StepEvents ContinuousBatcher::complete_step() {
+  StepEvents events;
   for (Request* r : step_order_) {
     const bool was_prefill = in_prefill(*r);
     r->computed += r->scheduled;
     // A step that ends the prompt, and every decode step, samples one output token.
-    if (!was_prefill || r->computed == r->prompt) ++r->generated;
+    if (!was_prefill || r->computed == r->prompt) {
+      if (r->output > 0) {
+        events.produced.push_back(r->id);
+        if (r->generated == 0) events.first_tokens.push_back(r->id);
+      }
+      ++r->generated;
+    }
     r->scheduled = 0;
   }
   step_order_.clear();
+  step_ids_.clear();
   step_.requests.clear();
   auto done = [&](const std::unique_ptr<Request>& r) {
     return !in_prefill(*r) && r->generated >= r->output;
   };
   for (auto& r : running_) {
     if (done(r)) {
-      finished.push_back(r->id);
+      events.finished.push_back(r->id);
       pool_.release(r->blocks);
     }
   }
   running_.erase(std::remove_if(running_.begin(), running_.end(), done), running_.end());
-  return finished;
+  return events;
 }
 
 }  // namespace freezeframe

@@ -9,11 +9,21 @@
 namespace freezeframe {
 namespace {
 
+Percentiles percentiles(std::vector<double> v);
+
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
   const auto at = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
   return v[std::min(at, v.size() - 1)];
+}
+
+Percentiles percentiles(std::vector<double> v) {
+  Percentiles p;
+  p.samples = v.size();
+  p.p50 = percentile(v, 0.50);
+  p.p99 = percentile(std::move(v), 0.99);
+  return p;
 }
 
 }  // namespace
@@ -42,6 +52,10 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
   std::vector<double> step_ms;
   std::vector<std::int32_t> token_ids;
   StepBatch batch;  // the scheduled step with its token ids; reused
+  // Per request, on the loop's clock (s): first run, first token, finish; −1 until then.
+  std::vector<double> first_run(trace.size(), -1.0), first_token(trace.size(), -1.0),
+      finish(trace.size(), -1.0);
+  std::vector<std::int32_t> generated(trace.size(), 0);
   std::size_t next = 0;
   double now = 0.0;
   std::size_t refused = 0;
@@ -96,11 +110,30 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
     }
     step_ms.push_back(ms);
     report.busy_seconds += ms * 1e-3;
+    for (const int id : batcher.scheduled_ids()) {
+      if (first_run[id] < 0) first_run[id] = now;
+    }
     now += ms * 1e-3;
-    report.finished += batcher.complete_step().size();
+    const ContinuousBatcher::StepEvents events = batcher.complete_step();
+    for (const int id : events.produced) ++generated[id];
+    for (const int id : events.first_tokens) first_token[id] = now;
+    for (const int id : events.finished) finish[id] = now;
+    report.finished += events.finished.size();
     ++report.steps;
   }
   report.seconds = now;
+  std::vector<double> queue, ttft, tpot;
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    if (first_run[i] >= 0) queue.push_back((first_run[i] - trace[i].arrival_s) * 1e3);
+    if (first_token[i] >= 0) ttft.push_back((first_token[i] - trace[i].arrival_s) * 1e3);
+    const std::int64_t later = static_cast<std::int64_t>(generated[i]) - 1;
+    if (finish[i] >= 0 && first_token[i] >= 0 && later > 0) {
+      tpot.push_back((finish[i] - first_token[i]) * 1e3 / static_cast<double>(later));
+    }
+  }
+  report.queue_ms = percentiles(std::move(queue));
+  report.ttft_ms = percentiles(std::move(ttft));
+  report.tpot_ms = percentiles(std::move(tpot));
   report.step_ms_p50 = percentile(step_ms, 0.50);
   report.step_ms_p99 = percentile(step_ms, 0.99);
   report.step_ms_max = step_ms.empty() ? 0.0 : *std::max_element(step_ms.begin(), step_ms.end());

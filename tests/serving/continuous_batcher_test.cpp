@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -18,6 +19,7 @@ struct LoopResult {
   int steps = 0;
   std::int64_t tokens = 0;
   std::set<int> finished;
+  std::set<int> first_token;  // requests that produced their first output token
   std::map<Admission, int> admissions;
 };
 
@@ -47,7 +49,21 @@ LoopResult drive(ContinuousBatcher& batcher, BlockPool& pool, const DeploymentLi
     }
     const StepShape shape = validate_step(*step, step_limits);  // throws on any broken rule
     run.tokens += shape.num_tokens;
-    for (int id : batcher.complete_step()) EXPECT_TRUE(run.finished.insert(id).second) << id;
+    const std::vector<int> ids(batcher.scheduled_ids().begin(), batcher.scheduled_ids().end());
+    EXPECT_EQ(ids.size(), step->requests.size());
+    const ContinuousBatcher::StepEvents events = batcher.complete_step();
+    for (int id : events.first_tokens) {
+      EXPECT_NE(std::find(events.produced.begin(), events.produced.end(), id),
+                events.produced.end())
+          << id;
+      EXPECT_TRUE(run.first_token.insert(id).second)
+          << "request " << id << ": a second first token";
+      EXPECT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << id << " was not in the step";
+    }
+    for (int id : events.finished) {
+      EXPECT_TRUE(run.finished.insert(id).second) << id;
+      EXPECT_TRUE(trace[id].output_tokens == 0 || run.first_token.count(id)) << id;
+    }
     now += 0.02;  // a simulated step time
     ++run.steps;
     if (run.steps > 1000000) {
@@ -72,13 +88,14 @@ TEST(ContinuousBatcher, RunsEveryRequestToCompletionAndFreesEveryBlock) {
   const LoopResult run = drive(batcher, pool, limits, trace);
   // Prompts longer than the model length are refused and counted, outputs running past it cut
   // and counted; everything else runs to completion.
-  int too_long = 0, cut = 0;
+  int too_long = 0, cut = 0, with_output = 0;
   std::int64_t expected = 0;
   for (const auto& r : trace) {
     if (r.prompt_tokens > 512) {
       ++too_long;
       continue;
     }
+    with_output += r.output_tokens > 0;
     const std::int64_t output = std::min<std::int64_t>(r.output_tokens, 512 - r.prompt_tokens + 1);
     cut += output < r.output_tokens;
     // Every prompt token and every fed-back output token runs once.
@@ -89,6 +106,8 @@ TEST(ContinuousBatcher, RunsEveryRequestToCompletionAndFreesEveryBlock) {
   EXPECT_EQ(run.admissions.at(Admission::kPromptTooLong), too_long);
   EXPECT_EQ(run.admissions.at(Admission::kOutputCut), cut);
   EXPECT_EQ(run.finished.size(), trace.size() - too_long);
+  EXPECT_EQ(run.first_token.size(), static_cast<std::size_t>(with_output))
+      << "one first token per admitted request with an output";
   EXPECT_EQ(pool.num_free(), 400) << "every block back in the pool";
   EXPECT_EQ(batcher.num_running() + batcher.num_waiting(), 0);
   EXPECT_EQ(run.tokens, expected);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -42,8 +43,17 @@ class ContinuousBatcher {
 
   /// The next step, or nullptr when no request can run. Valid until complete_step().
   [[nodiscard]] const StepBatch* schedule();
-  /// Records that the scheduled step ran; returns the ids of the requests that finished.
-  std::vector<int> complete_step();
+  /// The ids of the scheduled step's requests, in the step's order.
+  [[nodiscard]] std::span<const int> scheduled_ids() const { return step_ids_; }
+
+  /// What a completed step did to its requests.
+  struct StepEvents {
+    std::vector<int> produced;      ///< produced an output token this step
+    std::vector<int> first_tokens;  ///< ... their first one (the prompt is done)
+    std::vector<int> finished;      ///< finished: their blocks are back in the pool
+  };
+  /// Records that the scheduled step ran.
+  StepEvents complete_step();
 
   [[nodiscard]] int num_waiting() const { return static_cast<int>(waiting_.size()); }
   [[nodiscard]] int num_running() const { return static_cast<int>(running_.size()); }
@@ -64,6 +74,7 @@ class ContinuousBatcher {
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> running_;  // admission order
   std::vector<Request*> step_order_;
+  std::vector<int> step_ids_;
   StepBatch step_;
 };
 

@@ -18,6 +18,13 @@
 
 namespace freezeframe {
 
+/// p50 and p99 of a set of samples (nearest rank); zeros without samples.
+struct Percentiles {
+  double p50 = 0.0;
+  double p99 = 0.0;
+  std::size_t samples = 0;
+};
+
 struct ServingReport {
   std::size_t requests = 0;
   std::size_t finished = 0;
@@ -38,6 +45,11 @@ struct ServingReport {
   double step_ms_p50 = 0.0;           ///< step() plus waiting for its results
   double step_ms_p99 = 0.0;
   double step_ms_max = 0.0;
+  /// What the requests saw, on the loop's clock (ms): from arrival to the first step that ran
+  /// a chunk of the request (queueing), to the end of the step that produced its first output
+  /// token (time to first token), and between its later tokens (time per output token: from
+  /// the first token to the last over the tokens after the first).
+  Percentiles queue_ms, ttft_ms, tpot_ms;
 
   /// (prefill + decode tokens) / busy time.
   [[nodiscard]] double tokens_per_second() const;

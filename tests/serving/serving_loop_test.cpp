@@ -1,0 +1,55 @@
+// serving/: the serving loop's per-request figures on its modelled clock.
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "freezeframe/engine/runtime/graph_scope.h"
+#include "freezeframe/engine/spec/spec.h"
+#include "freezeframe/graphs/dispatcher.h"
+#include "freezeframe/serving/serving_loop.h"
+
+namespace freezeframe {
+namespace {
+
+constexpr const char* kSpec = R"(model:
+  name: small
+  num_layers: 2
+  hidden_size: 256
+  num_heads: 4
+  intermediate_size: 512
+  vocab_size: 1000
+  max_position_embeddings: 1024
+scheduler:
+  max_num_seqs: 4
+  max_num_batched_tokens: 64
+)";
+
+// Steps of 10 ms. Request 0 arrives at 0 with a 40-token prompt and 4 output tokens: its
+// prompt runs in the first step (first token at 10 ms), then three decodes (the last at
+// 40 ms). Request 1 arrives at 5 ms, while that step runs, with a 100-token prompt: it is
+// first scheduled at 10 ms (queued 5 ms), prefills 63 tokens beside the decode, then 37, so
+// its first token comes at 30 ms (25 ms after arrival) and its only other token at 40 ms.
+TEST(ServingLoop, ReportsQueueingTimeToFirstTokenAndTimePerOutputToken) {
+  const EngineSpec spec = parse_spec(kSpec);
+  const Dispatcher dispatcher(effective_graph_mode(spec), spec.cuda_graphs.capture_sizes,
+                              spec.scheduler.max_num_seqs);
+  const std::vector<TraceRequest> trace = {{0.0, 40, 4}, {0.005, 100, 2}};
+  const ServingReport r =
+      run_serving_loop(spec, 1000, dispatcher, trace, nullptr, {.modelled_step_ms = 10.0});
+  ASSERT_EQ(r.finished, 2u);
+  EXPECT_EQ(r.steps, 4);
+  ASSERT_EQ(r.queue_ms.samples, 2u);
+  // Nearest rank, rounding half up: the p50 of two samples is the larger.
+  EXPECT_NEAR(r.queue_ms.p50, 5.0, 1e-9) << "{0, 5}";
+  EXPECT_NEAR(r.queue_ms.p99, 5.0, 1e-9);
+  ASSERT_EQ(r.ttft_ms.samples, 2u);
+  EXPECT_NEAR(r.ttft_ms.p50, 25.0, 1e-9) << "{10, 25}";
+  EXPECT_NEAR(r.ttft_ms.p99, 25.0, 1e-9);
+  ASSERT_EQ(r.tpot_ms.samples, 2u);
+  EXPECT_NEAR(r.tpot_ms.p50, 10.0, 1e-9) << "(40 − 10) / 3 and (40 − 30) / 1";
+  EXPECT_NEAR(r.tpot_ms.p99, 10.0, 1e-9);
+}
+
+}  // namespace
+}  // namespace freezeframe
