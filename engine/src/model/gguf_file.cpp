@@ -5,16 +5,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <bit>
 #include <cstring>
 #include <limits>
 
 #include "freezeframe/core/error.h"
+#include "model/host_half.h"
 
 namespace freezeframe {
 namespace {
 
 using E = ErrorCode;
+using host_half::bf16_to_f32;
+using host_half::f16_to_f32;
 
 struct TypeInfo {
   std::uint32_t type;
@@ -44,27 +46,6 @@ const TypeInfo* type_info(std::uint32_t type) {
     if (t.type == type) return &t;
   }
   return nullptr;
-}
-
-float f16_to_f32(std::uint16_t h) {
-  const std::uint32_t sign = std::uint32_t(h & 0x8000) << 16;
-  std::uint32_t exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
-  std::uint32_t bits;
-  if (exponent == 0x1F) {
-    bits = sign | 0x7F800000 | (mantissa << 13);  // inf, NaN
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    exponent = 113;
-    while ((mantissa & 0x400) == 0) {
-      mantissa <<= 1;
-      --exponent;
-    }
-    bits = sign | (exponent << 23) | ((mantissa & 0x3FF) << 13);
-  }
-  return std::bit_cast<float>(bits);
 }
 
 template <typename T>
@@ -390,7 +371,7 @@ void dequantize_to_f32(std::uint32_t type, std::span<const std::byte> src, std::
       return;
     case GgufType::kBF16:
       for (std::int64_t i = 0; i < count; ++i) {
-        out[i] = std::bit_cast<float>(std::uint32_t(load<std::uint16_t>(p + 2 * i)) << 16);
+        out[i] = bf16_to_f32(load<std::uint16_t>(p + 2 * i));
       }
       return;
     case GgufType::kQ8_0:  // f16 scale d, 32 int8: x = d · q

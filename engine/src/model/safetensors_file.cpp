@@ -1,0 +1,298 @@
+#include "freezeframe/engine/model/safetensors_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "freezeframe/core/error.h"
+#include "model/host_half.h"
+
+namespace freezeframe {
+namespace {
+
+using E = ErrorCode;
+
+// The header is JSON, which yaml-cpp reads (JSON is YAML's flow style). Headers are small;
+// a larger length is a corrupt file, not a checkpoint (the safetensors library caps it too).
+constexpr std::uint64_t kMaxHeaderBytes = std::uint64_t(100) << 20;
+
+std::uint64_t dtype_bytes(const std::string& dtype) {
+  if (dtype == "F64" || dtype == "I64" || dtype == "U64") return 8;
+  if (dtype == "F32" || dtype == "I32" || dtype == "U32") return 4;
+  if (dtype == "F16" || dtype == "BF16" || dtype == "I16" || dtype == "U16") return 2;
+  if (dtype == "I8" || dtype == "U8" || dtype == "BOOL" || dtype == "F8_E4M3" ||
+      dtype == "F8_E5M2") {
+    return 1;
+  }
+  return 0;
+}
+
+/// The text of `s` for a message: at most 80 characters, control characters escaped.
+std::string shown(std::string_view s) {
+  std::string out;
+  for (const char c : s.substr(0, 80)) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  if (s.size() > 80) out += "...";
+  return out;
+}
+
+}  // namespace
+
+std::int64_t SafetensorsTensor::elements() const {
+  std::int64_t n = 1;
+  for (const std::int64_t d : shape) n *= d;
+  return n;
+}
+
+struct SafetensorsFile::Mapping {
+  void* base = MAP_FAILED;
+  std::uint64_t size = 0;
+  ~Mapping() {
+    if (base != MAP_FAILED) munmap(base, size);
+  }
+};
+
+SafetensorsFile::SafetensorsFile(SafetensorsFile&&) noexcept = default;
+SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&&) noexcept = default;
+SafetensorsFile::~SafetensorsFile() = default;
+
+SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  SafetensorsFile file;
+  file.path_ = path;
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  FF_CHECK(fd >= 0, E::kNotFound, "cannot open safetensors file '", path,
+           "': ", std::strerror(errno));
+  struct stat st {};
+  const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (!regular) ::close(fd);
+  FF_CHECK(regular, E::kInvalidArgument, path, ": not a regular file");
+  file.mapping_ = std::make_unique<Mapping>();
+  const std::uint64_t size = file.mapping_->size = static_cast<std::uint64_t>(st.st_size);
+  if (size > 0) file.mapping_->base = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  FF_CHECK(size == 0 || file.mapping_->base != MAP_FAILED, E::kInvalidArgument, path,
+           ": cannot be mapped: ", std::strerror(errno));
+  const auto* data = static_cast<const std::byte*>(file.mapping_->base);
+
+  FF_CHECK(size >= 8, E::kInvalidArgument, path, ": ", size,
+           " bytes, too short for a safetensors header length (8)");
+  std::uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, data, 8);
+  FF_CHECK(header_bytes >= 2 && header_bytes <= kMaxHeaderBytes && header_bytes <= size - 8,
+           E::kInvalidArgument, path, ": a header of ", header_bytes, " bytes in a file of ", size,
+           " (not a safetensors file, or truncated)");
+  const std::string header(reinterpret_cast<const char*>(data + 8), header_bytes);
+  YAML::Node root;
+  try {
+    root = YAML::Load(header);
+  } catch (const YAML::Exception& e) {
+    FF_THROW(E::kInvalidArgument, path, ": the header is not valid JSON: ", e.msg);
+  }
+  FF_CHECK(root.IsMap(), E::kInvalidArgument, path, ": the header is not a JSON object");
+  const std::uint64_t data_start = 8 + header_bytes;
+  const std::uint64_t data_bytes = size - data_start;
+  try {
+    for (const auto& entry : root) {
+      const std::string name = entry.first.as<std::string>();
+      const YAML::Node& v = entry.second;
+      if (name == "__metadata__") {
+        FF_CHECK(v.IsMap(), E::kInvalidArgument, path, ": __metadata__ is not an object");
+        for (const auto& m : v) {
+          file.metadata_[m.first.as<std::string>()] = m.second.as<std::string>();
+        }
+        continue;
+      }
+      const std::string who = path + ": tensor '" + shown(name) + "'";
+      FF_CHECK(v.IsMap() && v["dtype"] && v["shape"] && v["data_offsets"] &&
+                   v["shape"].IsSequence() && v["data_offsets"].IsSequence() &&
+                   v["data_offsets"].size() == 2,
+               E::kInvalidArgument, who, ": needs dtype, shape and data_offsets [begin, end]");
+      SafetensorsTensor t;
+      t.name = name;
+      t.dtype = v["dtype"].as<std::string>();
+      const std::uint64_t element_bytes = dtype_bytes(t.dtype);
+      FF_CHECK(element_bytes > 0, E::kInvalidArgument, who, ": unknown dtype '", shown(t.dtype),
+               "'");
+      std::uint64_t elements = 1;
+      for (const auto& d : v["shape"]) {
+        const auto dim = d.as<std::int64_t>();
+        FF_CHECK(
+            dim >= 0 && (dim == 0 || elements <= (std::uint64_t(1) << 50) / std::uint64_t(dim)),
+            E::kInvalidArgument, who, ": shape dimension ", dim, " is not a size");
+        elements *= static_cast<std::uint64_t>(dim);
+        t.shape.push_back(dim);
+      }
+      const auto begin = v["data_offsets"][0].as<std::uint64_t>();
+      const auto end = v["data_offsets"][1].as<std::uint64_t>();
+      FF_CHECK(begin <= end && end <= data_bytes, E::kInvalidArgument, who, ": bytes [", begin,
+               ", ", end, ") lie outside the ", data_bytes, " bytes of data (truncated file?)");
+      FF_CHECK(end - begin == elements * element_bytes, E::kInvalidArgument, who, ": ", end - begin,
+               " bytes for a ", t.dtype, " tensor of ", elements, " values, which takes ",
+               elements * element_bytes);
+      t.offset = data_start + begin;
+      t.bytes = end - begin;
+      file.tensors_.push_back(std::move(t));
+    }
+  } catch (const YAML::Exception& e) {
+    FF_THROW(E::kInvalidArgument, path, ": unexpected header contents: ", e.msg);
+  }
+  // Tensors may not overlap (they may leave gaps).
+  std::vector<const SafetensorsTensor*> order;
+  for (const SafetensorsTensor& t : file.tensors_) order.push_back(&t);
+  std::sort(order.begin(), order.end(),
+            [](const auto* a, const auto* b) { return a->offset < b->offset; });
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    FF_CHECK(order[i - 1]->offset + order[i - 1]->bytes <= order[i]->offset, E::kInvalidArgument,
+             path, ": tensors '", shown(order[i - 1]->name), "' and '", shown(order[i]->name),
+             "' overlap");
+  }
+  return file;
+}
+
+const SafetensorsTensor* SafetensorsFile::find_tensor(std::string_view name) const {
+  for (const SafetensorsTensor& t : tensors_) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+const SafetensorsTensor& SafetensorsFile::tensor(std::string_view name) const {
+  const SafetensorsTensor* t = find_tensor(name);
+  FF_CHECK(t != nullptr, E::kNotFound, path_, ": no tensor '", shown(name), "'");
+  return *t;
+}
+
+std::span<const std::byte> SafetensorsFile::bytes(const SafetensorsTensor& t) const {
+  return {static_cast<const std::byte*>(mapping_->base) + t.offset, t.bytes};
+}
+
+void SafetensorsFile::read_f32(const SafetensorsTensor& t, std::span<float> out) const {
+  FF_CHECK(static_cast<std::int64_t>(out.size()) == t.elements(), E::kInvalidArgument, path_,
+           ": tensor '", t.name, "' has ", t.elements(), " values; the output holds ", out.size());
+  try {
+    safetensors_to_f32(t.dtype, bytes(t), out);
+  } catch (const Error& e) {
+    FF_THROW(e.code(), path_, ": tensor '", t.name, "': ", e.message());
+  }
+}
+
+void safetensors_to_f32(std::string_view dtype, std::span<const std::byte> src,
+                        std::span<float> out) {
+  const std::size_t n = out.size();
+  auto half = [&](std::size_t i) {
+    std::uint16_t h;
+    std::memcpy(&h, src.data() + 2 * i, 2);
+    return h;
+  };
+  if (dtype == "F32") {
+    FF_CHECK(src.size() == 4 * n, E::kInvalidArgument, n, " f32 values need ", 4 * n, " bytes");
+    std::memcpy(out.data(), src.data(), src.size());
+  } else if (dtype == "F16" || dtype == "BF16") {
+    FF_CHECK(src.size() == 2 * n, E::kInvalidArgument, n, " values need ", 2 * n, " bytes");
+    for (std::size_t i = 0; i < n; ++i) {
+      out[i] = dtype == "F16" ? host_half::f16_to_f32(half(i)) : host_half::bf16_to_f32(half(i));
+    }
+  } else {
+    FF_THROW(E::kUnsupported, "dtype ", dtype, " is not read as weights; F32, F16 and BF16 are");
+  }
+}
+
+SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& path) {
+  namespace fs = std::filesystem;
+  SafetensorsCheckpoint c;
+  c.path_ = path;
+  fs::path p(path);
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) {
+    if (fs::exists(p / "model.safetensors.index.json")) {
+      p /= "model.safetensors.index.json";
+    } else if (fs::exists(p / "model.safetensors")) {
+      p /= "model.safetensors";
+    } else {
+      FF_THROW(E::kNotFound, path,
+               ": holds neither model.safetensors nor "
+               "model.safetensors.index.json");
+    }
+  }
+  if (p.extension() != ".json") {
+    c.files_.push_back(SafetensorsFile::open(p.string()));
+    for (const SafetensorsTensor& t : c.files_[0].tensors()) c.where_[t.name] = 0;
+    return c;
+  }
+  // An index: {"metadata": {...}, "weight_map": {"tensor": "shard file", ...}}.
+  std::ifstream in(p);
+  FF_CHECK(in.good(), E::kNotFound, "cannot read safetensors index '", p.string(), "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  YAML::Node index;
+  try {
+    index = YAML::Load(text.str());
+  } catch (const YAML::Exception& e) {
+    FF_THROW(E::kInvalidArgument, p.string(), ": not valid JSON: ", e.msg);
+  }
+  FF_CHECK(index.IsMap() && index["weight_map"] && index["weight_map"].IsMap(), E::kInvalidArgument,
+           p.string(), ": needs a weight_map object (tensor → shard file)");
+  std::map<std::string, std::size_t> shard_index;
+  std::map<std::string, std::string> wanted;  // tensor → shard
+  try {
+    for (const auto& entry : index["weight_map"]) {
+      wanted[entry.first.as<std::string>()] = entry.second.as<std::string>();
+    }
+  } catch (const YAML::Exception& e) {
+    FF_THROW(E::kInvalidArgument, p.string(), ": weight_map: ", e.msg);
+  }
+  for (const auto& [tensor, shard] : wanted) {
+    FF_CHECK(shard.find('/') == std::string::npos && shard != ".." && !shard.empty(),
+             E::kInvalidArgument, p.string(), ": tensor '", shown(tensor), "' names shard '",
+             shown(shard), "', not a file beside the index");
+    if (shard_index.emplace(shard, c.files_.size()).second) {
+      c.files_.push_back(SafetensorsFile::open((p.parent_path() / shard).string()));
+    }
+  }
+  for (std::size_t f = 0; f < c.files_.size(); ++f) {
+    for (const SafetensorsTensor& t : c.files_[f].tensors()) {
+      const auto [it, added] = c.where_.emplace(t.name, f);
+      FF_CHECK(added, E::kInvalidArgument, p.string(), ": tensor '", shown(t.name), "' is in both ",
+               c.files_[it->second].path(), " and ", c.files_[f].path());
+    }
+  }
+  for (const auto& [tensor, shard] : wanted) {
+    const auto it = c.where_.find(tensor);
+    FF_CHECK(
+        it != c.where_.end() && c.files_[it->second].path() == (p.parent_path() / shard).string(),
+        E::kInvalidArgument, p.string(), ": the index puts tensor '", shown(tensor), "' in ", shard,
+        ", which does not hold it");
+  }
+  return c;
+}
+
+SafetensorsCheckpoint::Found SafetensorsCheckpoint::find(std::string_view name) const {
+  const auto it = where_.find(name);
+  if (it == where_.end()) return {};
+  const SafetensorsFile& f = files_[it->second];
+  return {&f, f.find_tensor(name)};
+}
+
+SafetensorsCheckpoint::Found SafetensorsCheckpoint::get(std::string_view name) const {
+  const Found found = find(name);
+  FF_CHECK(found.file != nullptr, E::kNotFound, path_, ": no tensor '", shown(name), "'");
+  return found;
+}
+
+}  // namespace freezeframe
