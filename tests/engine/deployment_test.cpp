@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <numeric>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/core/error.h"
@@ -146,6 +150,69 @@ TEST(MemoryPlanner, PagedDecodeWorkspaceFollowsTheSmCountOnly) {
   props.sm_count = 264;
   EXPECT_GT(plan_memory(spec, 141 * GiB, props).region("attention_workspace").bytes, h200)
       << "more SMs allow more splits at large batches";
+}
+
+// The DCP layout against brute force: for many (world, interleave, block size, length),
+// placing every position of a sequence token by token. Each rank's positions, in order, must
+// fill its own blocks in order (the k-th position a rank holds is at block k div block_size,
+// offset k mod block_size of its row), so its local length is what dcp_rank_tokens says,
+// slots are distinct and in range, and the row is table_width long.
+TEST(DcpSharding, MatchesPlacingEveryTokenInTurn) {
+  std::mt19937 rng(17);
+  int cases = 0;
+  for (const int world : {1, 2, 3, 4, 8}) {
+    for (const int interleave : {1, 2, 4, 16}) {
+      for (const int block_size : {16, 32, 64}) {
+        if (block_size % interleave != 0) continue;
+        const DcpSharding d{world, interleave, block_size};
+        for (const std::int64_t length : {1, 2, 7, 15, 16, 17, 63, 64, 65, 100, 1000, 4097}) {
+          const std::int64_t width = d.table_width(length);
+          EXPECT_EQ(width, (length + std::int64_t(block_size) * world - 1) /
+                               (std::int64_t(block_size) * world));
+          // Virtual block ids: distinct, shuffled.
+          std::vector<std::int32_t> blocks(static_cast<std::size_t>(width));
+          std::iota(blocks.begin(), blocks.end(), 100);
+          std::shuffle(blocks.begin(), blocks.end(), rng);
+          std::vector<std::int64_t> held(world, 0);
+          for (std::int64_t p = 0; p < length; ++p) {
+            const int owner = static_cast<int>((p / interleave) % world);
+            ASSERT_EQ(d.owner(p), owner);
+            for (int r = 0; r < world; ++r) {
+              const std::int64_t slot = d.slot(blocks.data(), p, r);
+              if (r != owner) {
+                ASSERT_EQ(slot, -1) << "rank " << r << " does not hold position " << p;
+                continue;
+              }
+              // The k-th position this rank holds: block k div block_size of its row.
+              const std::int64_t k = held[r]++;
+              const std::int64_t want =
+                  std::int64_t(blocks[k / block_size]) * block_size + k % block_size;
+              ASSERT_EQ(slot, want) << "W " << world << " I " << interleave << " block "
+                                    << block_size << " position " << p << " rank " << r;
+            }
+          }
+          for (int r = 0; r < world; ++r) {
+            ASSERT_EQ(held[r], dcp_rank_tokens(length, world, interleave, r))
+                << "W " << world << " I " << interleave << " length " << length << " rank " << r;
+            ASSERT_LE((held[r] + block_size - 1) / block_size, width) << "the row holds it";
+          }
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_GT(cases, 500);
+}
+
+TEST(DeploymentGeometry, BlockTableRowsHoldVirtualBlocks) {
+  EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
+  for (const int world : {1, 2, 4}) {
+    spec.dcp.world_size = world;
+    spec.dcp.interleave_size = 1;
+    const DeploymentGeometry g = DeploymentGeometry::of(spec);
+    EXPECT_EQ(g.limits.max_blocks_per_req, 131072 / (16 * world));
+    EXPECT_EQ(g.dcp_sharding().virtual_block_size(), 16 * world);
+  }
 }
 
 }  // namespace

@@ -7,8 +7,7 @@
 
 namespace freezeframe {
 
-std::int64_t dcp_rank_tokens(std::int64_t length, int world_size, int interleave_size,
-                             int rank) {
+std::int64_t dcp_rank_tokens(std::int64_t length, int world_size, int interleave_size, int rank) {
   const std::int64_t w = world_size, i = interleave_size;
   const std::int64_t base = (length / (i * w)) * i;
   const std::int64_t rem = length - base * w;
@@ -25,8 +24,8 @@ DeploymentGeometry DeploymentGeometry::of(const EngineSpec& spec, int tp_rank, i
   FF_CHECK(rank.tp_size >= 1 && rank.tp_rank >= 0 && rank.tp_rank < rank.tp_size &&
                rank.dcp_size >= 1 && rank.dcp_rank >= 0 && rank.dcp_rank < rank.dcp_size &&
                rank.dcp_interleave >= 1,
-           ErrorCode::kInvalidArgument, "rank view tp ", rank.tp_rank, "/", rank.tp_size,
-           ", dcp ", rank.dcp_rank, "/", rank.dcp_size, " is not a rank of its groups");
+           ErrorCode::kInvalidArgument, "rank view tp ", rank.tp_rank, "/", rank.tp_size, ", dcp ",
+           rank.dcp_rank, "/", rank.dcp_size, " is not a rank of its groups");
   DeploymentGeometry g;
   g.rank = rank;
 
@@ -36,10 +35,9 @@ DeploymentGeometry DeploymentGeometry::of(const EngineSpec& spec, int tp_rank, i
   l.max_model_len = spec.scheduler.max_model_len;
   l.block_size = spec.cache.block_size;
   l.vocab_size = model.vocab_size;
-  // Rank 0 holds the most tokens of any sequence (the remainder goes to the lowest ranks).
-  const std::int64_t rank_tokens =
-      dcp_rank_tokens(l.max_model_len, rank.dcp_size, rank.dcp_interleave, 0);
-  l.max_blocks_per_req = static_cast<int>((rank_tokens + l.block_size - 1) / l.block_size);
+  // A row holds a max-length sequence's virtual blocks (each block_size · dcp_size positions).
+  l.max_blocks_per_req = static_cast<int>(
+      DcpSharding{rank.dcp_size, rank.dcp_interleave, l.block_size}.table_width(l.max_model_len));
   l.max_prefill_context_tokens =
       spec.scheduler.max_prefill_context_tokens > 0
           ? spec.scheduler.max_prefill_context_tokens

@@ -25,6 +25,40 @@ struct RankView {
   bool operator==(const RankView&) const = default;
 };
 
+/// Where decode context parallelism puts a sequence's tokens (vLLM's layout; docs/DESIGN.md,
+/// "Decode context parallelism"). Runs of `interleave` positions go to the ranks in turn, so
+/// position p lives on rank (p div I) mod W. The scheduler sees virtual blocks of
+/// block_size · W positions; every rank keeps the same block ids in its own pool, and in a
+/// virtual block a rank's positions fill its physical block of that id in order.
+struct DcpSharding {
+  int world = 1;       ///< W: ranks sharing each sequence
+  int interleave = 1;  ///< I: consecutive positions per rank; divides block_size
+  int block_size = 16;
+
+  [[nodiscard]] std::int64_t virtual_block_size() const { return std::int64_t(block_size) * world; }
+  /// The rank holding position `position`.
+  [[nodiscard]] int owner(std::int64_t position) const {
+    return static_cast<int>((position / interleave) % world);
+  }
+  /// The offset in its rank's physical block of virtual-block offset `v`:
+  /// (v div (W·I))·I + v mod I.
+  [[nodiscard]] std::int64_t local_offset(std::int64_t v) const {
+    return (v / (std::int64_t(world) * interleave)) * interleave + v % interleave;
+  }
+  /// Cache slot on `rank` of position `position` of a request whose virtual block table is
+  /// `blocks`; −1 when another rank holds it.
+  [[nodiscard]] std::int64_t slot(const std::int32_t* blocks, std::int64_t position,
+                                  int rank) const {
+    if (owner(position) != rank) return -1;
+    const std::int64_t v = position % virtual_block_size();
+    return std::int64_t(blocks[position / virtual_block_size()]) * block_size + local_offset(v);
+  }
+  /// Block-table row length for sequences up to `max_len`: ceil(max_len / virtual block size).
+  [[nodiscard]] std::int64_t table_width(std::int64_t max_len) const {
+    return (max_len + virtual_block_size() - 1) / virtual_block_size();
+  }
+};
+
 /// This rank's KV cache per layer that owns one.
 struct KvGeometry {
   int num_kv_heads = 0;  ///< heads this rank keeps (MLA: 1, the shared latent)
@@ -71,6 +105,10 @@ struct DeploymentGeometry {
 
   /// Tokens of a sequence of `length` that this rank holds (see dcp_rank_tokens).
   [[nodiscard]] std::int64_t rank_tokens(std::int64_t length) const;
+  /// This deployment's DCP layout.
+  [[nodiscard]] DcpSharding dcp_sharding() const {
+    return {rank.dcp_size, rank.dcp_interleave, limits.block_size};
+  }
 
   bool operator==(const DeploymentGeometry&) const = default;
 };
