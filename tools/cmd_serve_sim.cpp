@@ -147,6 +147,10 @@ int run_serve_sim(Args args) {
     std::printf("step time: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.step_ms_p50, r.step_ms_p99,
                 r.step_ms_max);
   }
+  if (r.preemptions > 0) {
+    std::printf("preemptions: %ld (blocks taken back when the cache ran out; recomputed)\n",
+                r.preemptions);
+  }
   std::printf(
       "per request (ms, p50 / p99): queueing %.1f / %.1f, time to first token %.1f / %.1f, "
       "time per output token %.2f / %.2f%s\n",

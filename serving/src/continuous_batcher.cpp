@@ -46,45 +46,80 @@ Admission ContinuousBatcher::add(int id, std::int32_t prompt_tokens, std::int32_
   r->output = static_cast<std::int32_t>(std::min<std::int64_t>(output_tokens, most_output));
   const std::int32_t blocks =
       blocks_for(r->prompt + std::max(0, r->output - 1), limits_.block_size);
+  // Its longest sequence must fit the whole cache; blocks are taken as it grows.
   if (blocks > pool_.num_blocks()) return Admission::kCacheTooSmall;
+  r->target = r->prompt;
   waiting_.push_back(std::move(r));
   return admission;
 }
 
+bool ContinuousBatcher::grow(Request& r, std::int32_t tokens) {
+  const std::int32_t needed = blocks_for(r.computed + tokens, limits_.block_size) -
+                              static_cast<std::int32_t>(r.blocks.size());
+  while (needed > pool_.num_free()) {
+    // Free the latest admitted request not in this step, to recompute it later.
+    Request* victim = nullptr;
+    for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+      if ((*it)->scheduled == 0 && it->get() != &r) {
+        victim = it->get();
+        break;
+      }
+    }
+    if (victim == nullptr) return false;
+    preempt(*victim);
+  }
+  if (needed > 0) pool_.allocate(needed, r.blocks);
+  return true;
+}
+
+void ContinuousBatcher::preempt(Request& r) {
+  pool_.release(r.blocks);
+  r.blocks.clear();
+  // Recompute: the prompt and every output token so far are prefilled again, and the step
+  // that ends that prefill samples the next token.
+  r.target = r.prompt + r.generated;
+  r.computed = 0;
+  ++preemptions_;
+  const auto it =
+      std::find_if(running_.begin(), running_.end(), [&](const auto& q) { return q.get() == &r; });
+  waiting_.push_front(std::move(*it));
+  running_.erase(it);
+}
+
 const StepBatch* ContinuousBatcher::schedule() {
   step_order_.clear();
+  for (auto& r : running_) r->scheduled = 0;
   int budget = limits_.max_num_batched_tokens;
-  // Decodes first: one token each (the last sampled token goes in).
-  for (auto& r : running_) {
-    r->scheduled = 0;
-    if (!in_prefill(*r)) {
-      r->scheduled = 1;
-      --budget;
-      step_order_.push_back(r.get());
-    }
+  // Blocks are taken as sequences grow; when the pool runs out, the latest admitted request
+  // not yet in this step gives its blocks back and waits to be recomputed (vLLM's recompute
+  // preemption). A request that cannot grow even so sits this step out.
+  auto run = [&](Request& r, std::int32_t tokens) {
+    if (tokens <= 0 || !grow(r, tokens)) return;
+    r.scheduled = tokens;
+    budget -= tokens;
+    step_order_.push_back(&r);
+  };
+  // Decodes first: one token each (the last sampled token goes in). The running list may
+  // shrink as requests are preempted: walk it by position.
+  for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Request& r = *running_[i];
+    if (!in_prefill(r) && r.scheduled == 0) run(r, 1);
   }
-  // Prefill chunks of running requests, then admit waiting ones first come, first served.
-  for (auto& r : running_) {
-    if (budget == 0) break;
-    if (in_prefill(*r)) {
-      r->scheduled = std::min(budget, r->prompt - r->computed);
-      budget -= r->scheduled;
-      step_order_.push_back(r.get());
-    }
+  // Prefill chunks of running requests, then admit waiting ones first come, first served
+  // (a preempted request waits at the front).
+  for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Request& r = *running_[i];
+    if (in_prefill(r) && r.scheduled == 0) run(r, std::min(budget, r.target - r.computed));
   }
   while (budget > 0 && !waiting_.empty() &&
          static_cast<int>(running_.size()) < limits_.max_num_seqs) {
     Request& next = *waiting_.front();
-    // Cache slots for the prompt and every output token fed back (all but the last).
-    const std::int64_t tokens = next.prompt + std::max(0, next.output - 1);
-    const std::int32_t blocks = blocks_for(tokens, limits_.block_size);
-    if (blocks > pool_.num_free()) break;  // wait for finished requests to free blocks
-    pool_.allocate(blocks, next.blocks);
-    next.scheduled = std::min(budget, next.prompt);
-    budget -= next.scheduled;
+    const std::int32_t chunk = std::min(budget, next.target - next.computed);
+    // Admission preempts nobody: it waits for blocks instead.
+    if (blocks_for(chunk, limits_.block_size) > pool_.num_free()) break;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
-    step_order_.push_back(running_.back().get());
+    run(*running_.back(), chunk);
   }
   if (step_order_.empty()) return nullptr;
   // Every one-token request runs as a decode, so a one-token prefill chunk joins them in front.
@@ -101,13 +136,29 @@ const StepBatch* ContinuousBatcher::schedule() {
   return &step_;
 }
 
+bool ContinuousBatcher::abort(int id) {
+  FF_CHECK(step_order_.empty(), ErrorCode::kInvalidArgument, "abort request ", id,
+           " before schedule() or after complete_step(), not between");
+  auto match = [&](const std::unique_ptr<Request>& r) { return r->id == id; };
+  if (auto it = std::find_if(waiting_.begin(), waiting_.end(), match); it != waiting_.end()) {
+    waiting_.erase(it);
+    return true;
+  }
+  if (auto it = std::find_if(running_.begin(), running_.end(), match); it != running_.end()) {
+    pool_.release((*it)->blocks);
+    running_.erase(it);
+    return true;
+  }
+  return false;
+}
+
 ContinuousBatcher::StepEvents ContinuousBatcher::complete_step() {
   StepEvents events;
   for (Request* r : step_order_) {
     const bool was_prefill = in_prefill(*r);
     r->computed += r->scheduled;
-    // A step that ends the prompt, and every decode step, samples one output token.
-    if (!was_prefill || r->computed == r->prompt) {
+    // A step that ends the prefill, and every decode step, samples one output token.
+    if (!was_prefill || r->computed == r->target) {
       if (r->output > 0) {
         events.produced.push_back(r->id);
         if (r->generated == 0) events.first_tokens.push_back(r->id);

@@ -122,6 +122,7 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
     ++report.steps;
   }
   report.seconds = now;
+  report.preemptions = batcher.num_preemptions();
   std::vector<double> queue, ttft, tpot;
   for (std::size_t i = 0; i < trace.size(); ++i) {
     if (first_run[i] >= 0) queue.push_back((first_run[i] - trace[i].arrival_s) * 1e3);

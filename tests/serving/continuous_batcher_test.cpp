@@ -49,6 +49,13 @@ LoopResult drive(ContinuousBatcher& batcher, BlockPool& pool, const DeploymentLi
     }
     const StepShape shape = validate_step(*step, step_limits);  // throws on any broken rule
     run.tokens += shape.num_tokens;
+    // No block is in two requests' tables.
+    std::set<std::int32_t> used;
+    for (const StepRequest& r : step->requests) {
+      for (std::int32_t b = 0; b < blocks_for(r.seq_len, limits.block_size); ++b) {
+        EXPECT_TRUE(used.insert(r.block_ids[b]).second) << "block " << r.block_ids[b] << " twice";
+      }
+    }
     const std::vector<int> ids(batcher.scheduled_ids().begin(), batcher.scheduled_ids().end());
     EXPECT_EQ(ids.size(), step->requests.size());
     const ContinuousBatcher::StepEvents events = batcher.complete_step();
@@ -111,6 +118,63 @@ TEST(ContinuousBatcher, RunsEveryRequestToCompletionAndFreesEveryBlock) {
   EXPECT_EQ(pool.num_free(), 400) << "every block back in the pool";
   EXPECT_EQ(batcher.num_running() + batcher.num_waiting(), 0);
   EXPECT_EQ(run.tokens, expected);
+}
+
+// A pool far too small for the load: blocks are taken as sequences grow, the latest admitted
+// request gives its blocks back when the pool runs out, and is recomputed later; every
+// request still finishes with all its tokens, and every block comes back.
+TEST(ContinuousBatcher, PreemptsAndRecomputesWhenBlocksRunOut) {
+  std::mt19937 rng(31);
+  std::vector<TraceRequest> trace;
+  std::int64_t least = 0;  // every prompt token and fed-back output token once
+  for (int i = 0; i < 200; ++i) {
+    const auto prompt = static_cast<std::int32_t>(1 + rng() % 300);
+    const auto output = static_cast<std::int32_t>(1 + rng() % 200);
+    trace.push_back({i * 0.005, prompt, output});
+    least += prompt + output - 1;
+  }
+  const DeploymentLimits limits{
+      .max_num_seqs = 16, .max_num_batched_tokens = 256, .max_model_len = 512, .block_size = 16};
+  BlockPool pool(40);  // 640 tokens: a few requests at a time
+  ContinuousBatcher batcher(limits, pool);
+  const LoopResult run = drive(batcher, pool, limits, trace);
+  EXPECT_EQ(run.finished.size(), trace.size());
+  EXPECT_GT(batcher.num_preemptions(), 0);
+  EXPECT_GT(run.tokens, least) << "preempted requests recompute their tokens";
+  EXPECT_EQ(pool.num_free(), 40);
+  EXPECT_EQ(batcher.num_running() + batcher.num_waiting(), 0);
+
+  // Enough blocks for everything at once: nothing is preempted, nothing recomputed.
+  BlockPool roomy(100000);
+  ContinuousBatcher calm(limits, roomy);
+  const LoopResult easy = drive(calm, roomy, limits, trace);
+  EXPECT_EQ(calm.num_preemptions(), 0);
+  EXPECT_EQ(easy.tokens, least);
+}
+
+TEST(ContinuousBatcher, AbortEndsARequestAndFreesItsBlocks) {
+  const DeploymentLimits limits{
+      .max_num_seqs = 4, .max_num_batched_tokens = 64, .max_model_len = 512, .block_size = 16};
+  BlockPool pool(100);
+  ContinuousBatcher batcher(limits, pool);
+  ASSERT_EQ(batcher.add(0, 40, 10), Admission::kQueued);
+  ASSERT_EQ(batcher.add(1, 40, 10), Admission::kQueued);
+  ASSERT_EQ(batcher.add(2, 40, 10), Admission::kQueued);
+  ASSERT_NE(batcher.schedule(), nullptr);  // 0 and 1 prefill (64 tokens); 2 waits
+  EXPECT_THROW((void)batcher.abort(0), Error) << "not between schedule and complete";
+  (void)batcher.complete_step();
+  EXPECT_EQ(batcher.num_running(), 2);
+  EXPECT_LT(pool.num_free(), 100);
+  EXPECT_TRUE(batcher.abort(0)) << "running";
+  EXPECT_TRUE(batcher.abort(2)) << "waiting";
+  EXPECT_FALSE(batcher.abort(2)) << "already gone";
+  EXPECT_FALSE(batcher.abort(7)) << "never added";
+  EXPECT_EQ(batcher.num_running() + batcher.num_waiting(), 1);
+  while (const StepBatch* step = batcher.schedule()) {
+    ASSERT_EQ(step->requests.size(), 1u);
+    (void)batcher.complete_step();
+  }
+  EXPECT_EQ(pool.num_free(), 100);
 }
 
 TEST(ContinuousBatcher, ReplaysTheAzureConversationTrace) {

@@ -4,9 +4,10 @@
 // token per step until their outputs are done, when their blocks go back to the pool. Each
 // step it hands out a StepBatch (decodes first) for the engine to run.
 //
-// Admission reserves a request's blocks for its whole sequence (prompt + output), so a running
-// request never waits for a block and nothing is ever preempted; the price is lower
-// concurrency than incremental allocation when outputs end early.
+// Blocks are taken as sequences grow, not reserved for the whole sequence at admission. When
+// the pool runs out, the latest admitted request not in the step gives its blocks back and
+// waits, first in line, to be recomputed (its prompt and outputs so far prefilled again), as
+// vLLM preempts; abort() ends a request at any time.
 
 #include <cstdint>
 #include <deque>
@@ -55,19 +56,29 @@ class ContinuousBatcher {
   /// Records that the scheduled step ran.
   StepEvents complete_step();
 
+  /// Ends request `id` now, waiting or running, and gives its blocks back; false when it is
+  /// not known (finished, refused, never added). Not between schedule() and complete_step().
+  bool abort(int id);
+
   [[nodiscard]] int num_waiting() const { return static_cast<int>(waiting_.size()); }
   [[nodiscard]] int num_running() const { return static_cast<int>(running_.size()); }
+  /// Requests preempted so far (each recomputed later).
+  [[nodiscard]] long num_preemptions() const { return preemptions_; }
 
  private:
   struct Request {
     int id = 0;
     std::int32_t prompt = 0, output = 0;
+    std::int32_t target = 0;     // tokens to prefill: the prompt (and outputs, recomputing)
     std::int32_t computed = 0;   // tokens whose K/V are in the cache
     std::int32_t generated = 0;  // output tokens produced
     std::vector<std::int32_t> blocks;
     std::int32_t scheduled = 0;  // new tokens in the current step
   };
-  [[nodiscard]] bool in_prefill(const Request& r) const { return r.computed < r.prompt; }
+  [[nodiscard]] bool in_prefill(const Request& r) const { return r.computed < r.target; }
+  /// Takes the blocks `r` needs for `tokens` more, preempting others; false when it cannot.
+  bool grow(Request& r, std::int32_t tokens);
+  void preempt(Request& r);
 
   DeploymentLimits limits_;
   BlockPool& pool_;
@@ -76,6 +87,7 @@ class ContinuousBatcher {
   std::vector<Request*> step_order_;
   std::vector<int> step_ids_;
   StepBatch step_;
+  long preemptions_ = 0;
 };
 
 }  // namespace freezeframe

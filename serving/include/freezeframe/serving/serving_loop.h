@@ -34,6 +34,7 @@ struct ServingReport {
   std::size_t refused_prompt_too_long = 0;
   std::size_t refused_cache_too_small = 0;
   std::size_t outputs_cut = 0;
+  long preemptions = 0;  ///< requests whose blocks were taken back, to be recomputed
   long steps = 0;
   long prefill_tokens = 0;
   long decode_tokens = 0;
