@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "freezeframe/core/error.h"
+#include "printable.h"
 
 namespace freezeframe {
 namespace {
@@ -73,7 +74,7 @@ std::vector<TraceRequest> parse_azure_trace(std::string_view csv, std::string_vi
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line_no == 1) {
       FF_CHECK(line == kHeader, ErrorCode::kInvalidArgument, source,
-               ":1: expected the header '", kHeader, "', got '", line, "'");
+               ":1: expected the header '", kHeader, "', got ", quote(line));
       continue;
     }
     if (line.empty()) continue;
@@ -82,17 +83,18 @@ std::vector<TraceRequest> parse_azure_trace(std::string_view csv, std::string_vi
     FF_CHECK(c1 != std::string_view::npos && c2 != std::string_view::npos &&
                  line.find(',', c2 + 1) == std::string_view::npos,
              ErrorCode::kInvalidArgument, source, ":", line_no,
-             ": expected 3 comma-separated fields, got '", line, "'");
+             ": expected 3 comma-separated fields, got ", quote(line));
     const double t = parse_timestamp(line.substr(0, c1));
     TraceRequest r;
     FF_CHECK(std::isfinite(t), ErrorCode::kInvalidArgument, source, ":", line_no,
-             ": TIMESTAMP '", line.substr(0, c1), "' is not 'YYYY-MM-DD HH:MM:SS.fffffff'");
+             ": TIMESTAMP ", quote(line.substr(0, c1)), " is not 'YYYY-MM-DD HH:MM:SS.fffffff'");
     FF_CHECK(parse_number(line.substr(c1 + 1, c2 - c1 - 1), r.prompt_tokens) && r.prompt_tokens > 0,
              ErrorCode::kInvalidArgument, source, ":", line_no,
-             ": ContextTokens must be a positive integer, got '", line.substr(c1 + 1, c2 - c1 - 1), "'");
+             ": ContextTokens must be a positive integer, got ",
+             quote(line.substr(c1 + 1, c2 - c1 - 1)));
     FF_CHECK(parse_number(line.substr(c2 + 1), r.output_tokens) && r.output_tokens >= 0,
              ErrorCode::kInvalidArgument, source, ":", line_no,
-             ": GeneratedTokens must be a non-negative integer, got '", line.substr(c2 + 1), "'");
+             ": GeneratedTokens must be a non-negative integer, got ", quote(line.substr(c2 + 1)));
     FF_CHECK(t >= previous, ErrorCode::kInvalidArgument, source, ":", line_no,
              ": timestamps must not go backwards");
     previous = t;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "freezeframe/core/error.h"
+#include "printable.h"
 #include "spec_parser.h"
 
 namespace freezeframe {
@@ -82,15 +83,19 @@ EngineSpec parse_spec(std::string_view yaml, std::string_view source_name) {
     root = YAML::Load(std::string(yaml));
   } catch (const YAML::ParserException& e) {
     FF_THROW(ErrorCode::kInvalidArgument, spec.source, ":", e.mark.line + 1, ":",
-             e.mark.column + 1, ": YAML syntax error: ", e.msg);
+             e.mark.column + 1, ": YAML syntax error: ", printable(e.msg));
   }
   spec_detail::SpecParser parser(spec, spec.source);
   parser.parse(root);
   const std::vector<std::string>& problems = parser.problems();
-  if (!problems.empty()) {
-    std::string text = "spec " + spec.source + " has " + std::to_string(problems.size()) +
-                       (problems.size() == 1 ? " problem:" : " problems:");
+  const std::size_t count = parser.problem_count();
+  if (count > 0) {
+    std::string text = "spec " + spec.source + " has " + std::to_string(count) +
+                       (count == 1 ? " problem:" : " problems:");
     for (const std::string& p : problems) text += "\n  " + p;
+    if (count > problems.size()) {
+      text += "\n  (" + std::to_string(count - problems.size()) + " more not shown)";
+    }
     FF_THROW(ErrorCode::kInvalidArgument, text);
   }
   return spec;

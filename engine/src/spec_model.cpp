@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "printable.h"
 #include "spec_parser.h"
 
 namespace freezeframe::spec_detail {
@@ -149,7 +150,7 @@ LayerOverride SpecParser::parse_layer_fields(const YAML::Node& map, const std::s
       const std::vector<std::string> names = registry.names();
       std::string list;
       for (const std::string& n : names) (list += list.empty() ? "" : ", ") += n;
-      std::string message = "unknown attention backend '" + *v + "'; registered: " + list;
+      std::string message = "unknown attention backend " + quote(*v) + "; registered: " + list;
       if (const std::string hint = closest_match(*v, names); !hint.empty()) {
         message += " (did you mean '" + hint + "'?)";
       }
@@ -237,7 +238,7 @@ std::vector<int> SpecParser::parse_layer_indices(const YAML::Node& which,
     if (first < 0 || last < first || last > max_index) {
       r_.problem(which, path,
                  "expected a layer index, a list of indices or a range 'first..last' within "
-                 "[0, " + std::to_string(max_index) + "], got '" + text + "'");
+                 "[0, " + std::to_string(max_index) + "], got " + quote(text));
     } else {
       for (int l = first; l <= last; ++l) indices.push_back(l);
     }

@@ -49,7 +49,9 @@ class SpecParser {
 
   /// Reads the root of the spec's one document.
   void parse(const YAML::Node& root);
+  /// The first problems found (at most SpecReader::kMaxKeptProblems), and how many there are.
   [[nodiscard]] const std::vector<std::string>& problems() const { return r_.problems(); }
+  [[nodiscard]] std::size_t problem_count() const { return r_.problem_count(); }
 
  private:
   // spec_model.cpp

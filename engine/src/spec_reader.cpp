@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include "printable.h"
+
 namespace freezeframe::spec_detail {
 
 int edit_distance(std::string_view a, std::string_view b) {
@@ -23,23 +25,27 @@ int edit_distance(std::string_view a, std::string_view b) {
 }
 
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {
+  // A typo changes a few characters; beyond a third of the word it is probably something else.
+  const std::size_t length = std::min<std::size_t>(word.size(), 1 << 20);
+  const int limit = std::max(2, static_cast<int>(length / 3));
   std::string best;
   int best_distance = 0;
   for (const std::string& c : candidates) {
+    // The distance is at least the difference in length.
+    const std::size_t gap = std::max(word.size(), c.size()) - std::min(word.size(), c.size());
+    if (gap > static_cast<std::size_t>(limit)) continue;
     const int d = edit_distance(word, c);
     if (best.empty() || d < best_distance) {
       best = c;
       best_distance = d;
     }
   }
-  // A typo changes a few characters; beyond a third of the word it is probably something else.
-  const int limit = std::max<int>(2, static_cast<int>(word.size()) / 3);
-  return best_distance <= limit ? best : std::string();
+  return !best.empty() && best_distance <= limit ? best : std::string();
 }
 
 std::string join_path(std::string_view parent, std::string_view key) {
-  if (parent.empty()) return std::string(key);
-  return std::string(parent) + "." + std::string(key);
+  if (parent.empty()) return printable(key);
+  return std::string(parent) + "." + printable(key);
 }
 
 SpecLocation SpecReader::location(const YAML::Node& node) const {
@@ -49,6 +55,7 @@ SpecLocation SpecReader::location(const YAML::Node& node) const {
 }
 
 void SpecReader::problem_at(const SpecLocation& at, std::string_view path, std::string message) {
+  if (++problem_count_ > kMaxKeptProblems) return;
   std::ostringstream text;
   text << at.file;
   if (at.line > 0) text << ':' << at.line << ':' << at.column;
@@ -92,7 +99,7 @@ void SpecReader::check_keys(const YAML::Node& map, std::string_view path,
       continue;
     }
     if (std::find(names.begin(), names.end(), name) != names.end()) continue;
-    std::string message = "unknown key '" + name + "'";
+    std::string message = "unknown key " + quote(name);
     if (const std::string hint = closest_match(name, names); !hint.empty()) {
       message += "; did you mean '" + hint + "'?";
     } else {
@@ -128,7 +135,7 @@ std::optional<std::int64_t> SpecReader::as_int(const YAML::Node& node, std::stri
   try {
     value = node.as<std::int64_t>();
   } catch (const YAML::Exception&) {
-    problem(node, path, "expected an integer, got '" + node.Scalar() + "'");
+    problem(node, path, "expected an integer, got " + quote(node.Scalar()));
     return std::nullopt;
   }
   if (value < min || value > max) {
@@ -155,21 +162,23 @@ std::optional<double> SpecReader::read_number(const YAML::Node& map, std::string
   const std::string full = join_path(path, key);
   remember(full, node);
   if (!node.IsScalar()) {
-    problem(node, full, "expected a number");
+    problem(node, full, std::string("expected a number, got a ") +
+                            (node.IsSequence() ? "list" : "mapping"));
     return std::nullopt;
   }
   double value = 0;
   try {
     value = node.as<double>();
   } catch (const YAML::Exception&) {
-    problem(node, full, "expected a number, got '" + node.Scalar() + "'");
+    problem(node, full, "expected a number, got " + quote(node.Scalar()));
     return std::nullopt;
   }
   const bool below = min_exclusive ? !(value > min) : !(value >= min);
   if (!std::isfinite(value) || below || value > max) {
     std::ostringstream range;
     range << (min_exclusive ? "(" : "[") << min << ", " << max << "]";
-    problem(node, full, "must be a finite number in " + range.str() + ", got " + node.Scalar());
+    problem(node, full, "must be a finite number in " + range.str() + ", got " +
+                            printable(node.Scalar()));
     return std::nullopt;
   }
   return value;
@@ -185,8 +194,9 @@ std::optional<bool> SpecReader::read_bool(const YAML::Node& map, std::string_vie
     if (node.IsScalar()) return node.as<bool>();
   } catch (const YAML::Exception&) {
   }
-  problem(node, full, "expected true or false, got '" + (node.IsScalar() ? node.Scalar() : "") +
-                          "'");
+  problem(node, full, "expected true or false, got " +
+                          (node.IsScalar() ? quote(node.Scalar())
+                                           : node.IsSequence() ? "a list" : "a mapping"));
   return std::nullopt;
 }
 
@@ -197,7 +207,8 @@ std::optional<std::string> SpecReader::read_string(const YAML::Node& map, std::s
   const std::string full = join_path(path, key);
   remember(full, node);
   if (!node.IsScalar()) {
-    problem(node, full, "expected a string");
+    problem(node, full, std::string("expected a string, got a ") +
+                            (node.IsSequence() ? "list" : "mapping"));
     return std::nullopt;
   }
   return node.Scalar();
@@ -211,7 +222,7 @@ std::optional<std::string> SpecReader::read_choice(const YAML::Node& map, std::s
   if (std::find(options.begin(), options.end(), *value) != options.end()) return value;
   std::string list;
   for (const std::string& o : options) (list += list.empty() ? "" : ", ") += o;
-  std::string message = "expected one of " + list + "; got '" + *value + "'";
+  std::string message = "expected one of " + list + "; got " + quote(*value);
   if (const std::string hint = closest_match(*value, options); !hint.empty()) {
     message += " (did you mean '" + hint + "'?)";
   }

@@ -18,7 +18,8 @@ namespace freezeframe::spec_detail {
 
 /// Levenshtein distance (insert, delete, substitute; each costs 1).
 [[nodiscard]] int edit_distance(std::string_view a, std::string_view b);
-/// The candidate closest to `word`, when close enough to be a likely typo; else empty.
+/// The candidate closest to `word`, when close enough to be a likely typo; else empty. Cheap
+/// for a long word: candidates whose length alone rules them out are not compared.
 [[nodiscard]] std::string closest_match(std::string_view word,
                                         const std::vector<std::string>& candidates);
 
@@ -27,9 +28,14 @@ class SpecReader {
   SpecReader(EngineSpec& spec, std::string file) : spec_(spec), file_(std::move(file)) {}
 
   [[nodiscard]] SpecLocation location(const YAML::Node& node) const;
+  /// The most problems kept (the rest are counted): a spec with thousands of mistakes still
+  /// gets a message of a readable size.
+  static constexpr std::size_t kMaxKeptProblems = 100;
+
   void problem(const YAML::Node& at, std::string_view path, std::string message);
   void problem_at(const SpecLocation& at, std::string_view path, std::string message);
   [[nodiscard]] const std::vector<std::string>& problems() const { return problems_; }
+  [[nodiscard]] std::size_t problem_count() const { return problem_count_; }
   void remember(std::string_view path, const YAML::Node& node);
 
   /// True when `node` is a mapping; otherwise reports "expected a mapping" (unless undefined).
@@ -65,8 +71,10 @@ class SpecReader {
   EngineSpec& spec_;
   std::string file_;
   std::vector<std::string> problems_;
+  std::size_t problem_count_ = 0;
 };
 
+/// "parent.key", with the key (text from the file) made printable.
 [[nodiscard]] std::string join_path(std::string_view parent, std::string_view key);
 
 }  // namespace freezeframe::spec_detail

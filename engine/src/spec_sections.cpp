@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "freezeframe/engine/byte_size.h"
+#include "printable.h"
 #include "spec_parser.h"
 
 namespace freezeframe::spec_detail {
@@ -53,8 +54,9 @@ void SpecParser::parse_cache(const YAML::Node& c) {
     cache.memory_budget.bytes = *bytes;
   } else {
     r_.problem(budget, path,
-               "expected a fraction of device memory in (0, 1] or a size such as 70GiB, got '" +
-                   text + "'");
+               "expected a fraction of device memory in (0, 1] or a size such as 70GiB, got " +
+                   (budget.IsScalar() ? quote(text)
+                                      : std::string(budget.IsSequence() ? "a list" : "a mapping")));
   }
 }
 

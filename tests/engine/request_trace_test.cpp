@@ -2,13 +2,31 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/request_trace.h"
 
 namespace freezeframe {
 namespace {
+
+constexpr std::string_view kHeader = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+
+/// The message parse_azure_trace gives for `rows` after the header, or a failure.
+std::string refusal(std::string_view rows) {
+  try {
+    (void)parse_azure_trace(std::string(kHeader) + std::string(rows), "t.csv");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    return e.message();
+  }
+  ADD_FAILURE() << "accepted: " << rows;
+  return {};
+}
 
 constexpr std::string_view kSmall =
     "TIMESTAMP,ContextTokens,GeneratedTokens\n"
@@ -50,6 +68,29 @@ TEST(RequestTrace, MalformedRowsNameTheFileAndLine) {
     }
   }
   EXPECT_THROW((void)load_azure_trace("/nonexistent/trace.csv"), Error);
+}
+
+TEST(RequestTrace, EchoedTextIsEscapedAndShortened) {
+  const std::string line = "2023-11-16 18:17:03.98,4," + std::string(5'000'000, '7') + "x";
+  const std::string long_field = refusal(line + "\n");
+  EXPECT_LT(long_field.size(), 250u) << long_field.substr(0, 300);
+  EXPECT_NE(long_field.find("GeneratedTokens must be a non-negative integer, got '7777"),
+            std::string::npos);
+  EXPECT_NE(long_field.find("…' (5000001 bytes)"), std::string::npos) << long_field;
+  const std::string long_line = refusal(std::string(5'000'000, ',') + "\n");
+  EXPECT_LT(long_line.size(), 250u);
+  EXPECT_NE(long_line.find("t.csv:2: expected 3 comma-separated fields, got ',,,"),
+            std::string::npos);
+  EXPECT_EQ(refusal("2023-11-16 18:17:03.98,4,1\x07\x1b[2J\n"),
+            "t.csv:2: GeneratedTokens must be a non-negative integer, got '1\\x07\\x1B[2J'");
+  EXPECT_EQ(refusal("2023-11-16\t18:17:03.98,4,1\n"),
+            "t.csv:2: TIMESTAMP '2023-11-16\\t18:17:03.98' is not 'YYYY-MM-DD HH:MM:SS.fffffff'");
+  try {
+    (void)parse_azure_trace(std::string("TIMESTAMP\0,\xff\n", 13), "t.csv");
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("got 'TIMESTAMP\\x00,\\xFF'"), std::string::npos) << e.message();
+  }
 }
 
 TEST(RequestTrace, ReadsTheAzureCodeTrace) {
