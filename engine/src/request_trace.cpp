@@ -2,10 +2,9 @@
 
 #include <charconv>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "freezeframe/core/error.h"
+#include "input_file.h"
 #include "printable.h"
 
 namespace freezeframe {
@@ -106,11 +105,7 @@ std::vector<TraceRequest> parse_azure_trace(std::string_view csv, std::string_vi
 }
 
 std::vector<TraceRequest> load_azure_trace(const std::string& path, const TraceOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  FF_CHECK(in.good(), ErrorCode::kNotFound, "cannot open the trace '", path, "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_azure_trace(text.str(), path, options);
+  return parse_azure_trace(read_input_file(path, "trace", kMaxTraceBytes), path, options);
 }
 
 }  // namespace freezeframe

@@ -7,10 +7,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
-#include <fstream>
 #include <sstream>
 
 #include "freezeframe/core/error.h"
+#include "input_file.h"
 #include "printable.h"
 #include "spec_parser.h"
 
@@ -102,11 +102,7 @@ EngineSpec parse_spec(std::string_view yaml, std::string_view source_name) {
 }
 
 EngineSpec load_spec(const std::string& path) {
-  std::ifstream in(path);
-  FF_CHECK(in.good(), ErrorCode::kNotFound, "cannot read spec file '", path, "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_spec(text.str(), path);
+  return parse_spec(read_input_file(path, "spec", kMaxSpecBytes), path);
 }
 
 }  // namespace freezeframe

@@ -93,6 +93,42 @@ TEST(RequestTrace, EchoedTextIsEscapedAndShortened) {
   }
 }
 
+TEST(RequestTrace, OnlyRegularFilesOfBoundedSizeAreRead) {
+  for (const char* path : {"/dev/zero", "/dev/null", "/"}) {
+    try {
+      (void)load_azure_trace(path);
+      ADD_FAILURE() << "read " << path;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << path;
+      EXPECT_NE(e.message().find(std::string("trace file '") + path + "' is a "), std::string::npos)
+          << e.message();
+      EXPECT_NE(e.message().find("not a regular file"), std::string::npos) << e.message();
+    }
+  }
+  // A sparse file: its size is refused before anything is read.
+  const std::filesystem::path big = std::filesystem::temp_directory_path() /
+                                    ("ff_big_trace_" + std::to_string(::getpid()) + ".csv");
+  { std::ofstream(big) << kHeader; }
+  std::filesystem::resize_file(big, std::uintmax_t(300) << 20);
+  try {
+    (void)load_azure_trace(big.string());
+    ADD_FAILURE() << "read a 300 MiB trace";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("is 314572800 bytes (300.00 MiB), more than the 256.00 MiB a "
+                               "trace file may be"),
+              std::string::npos)
+        << e.message();
+  }
+  std::filesystem::remove(big);
+  try {
+    (void)load_azure_trace("/nonexistent/trace.csv");
+    ADD_FAILURE() << "read a missing file";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    EXPECT_NE(e.message().find("/nonexistent/trace.csv"), std::string::npos);
+  }
+}
+
 TEST(RequestTrace, ReadsTheAzureCodeTrace) {
   const std::filesystem::path path =
       std::filesystem::path(FREEZEFRAME_SOURCE_DIR) / ".." / "shared" / "data" / "traces" /

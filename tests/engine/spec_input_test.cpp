@@ -71,5 +71,30 @@ TEST(SpecInput, EchoedTextIsEscapedAndShortened) {
   EXPECT_CONTAINS(many, "(4900 more not shown)");
 }
 
+TEST(SpecInput, OnlyRegularFilesOfBoundedSizeAreRead) {
+  for (const char* path : {"/dev/zero", "/dev/null", "/"}) {
+    try {
+      (void)load_spec(path);
+      ADD_FAILURE() << "read " << path;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << path;
+      EXPECT_CONTAINS(e.message(), std::string("spec file '") + path + "' is a ");
+      EXPECT_CONTAINS(e.message(), "not a regular file");
+    }
+  }
+  const std::filesystem::path big = std::filesystem::temp_directory_path() /
+                                    ("ff_big_spec_" + std::to_string(::getpid()) + ".yaml");
+  { std::ofstream(big) << kTiny << "# " << std::string(2 << 20, 'x') << "\n"; }
+  try {
+    (void)load_spec(big.string());
+    ADD_FAILURE() << "read a 2 MiB spec";
+  } catch (const Error& e) {
+    EXPECT_CONTAINS(e.message(), "' is " + std::to_string(std::filesystem::file_size(big)) +
+                                     " bytes (2.00 MiB), more than the 1.00 MiB a spec file may "
+                                     "be");
+  }
+  std::filesystem::remove(big);
+}
+
 }  // namespace
 }  // namespace freezeframe

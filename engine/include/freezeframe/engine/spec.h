@@ -144,8 +144,9 @@ struct EngineSpec {
 };
 
 
-/// Reads and validates a spec file. Throws kInvalidArgument listing every problem found, each
-/// as "file:line:column: path: message"; kNotFound when the file cannot be read.
+/// Reads and validates a spec file. Throws kInvalidArgument listing the problems found, each
+/// as "file:line:column: path: message" (also for a file that is not a regular file or is
+/// over 1 MiB); kNotFound when the file cannot be read.
 [[nodiscard]] EngineSpec load_spec(const std::string& path);
 /// The same from text; `source_name` stands for the file name in messages.
 [[nodiscard]] EngineSpec parse_spec(std::string_view yaml, std::string_view source_name = "<string>");
