@@ -75,7 +75,8 @@ void SpecParser::parse(const YAML::Node& root) {
 
 }  // namespace spec_detail
 
-EngineSpec parse_spec(std::string_view yaml, std::string_view source_name) {
+EngineSpec parse_spec(std::string_view yaml, std::string_view source_name,
+                      const BackendRegistry& registry) {
   EngineSpec spec;
   spec.source = std::string(source_name);
   YAML::Node root;
@@ -85,7 +86,7 @@ EngineSpec parse_spec(std::string_view yaml, std::string_view source_name) {
     FF_THROW(ErrorCode::kInvalidArgument, spec.source, ":", e.mark.line + 1, ":",
              e.mark.column + 1, ": YAML syntax error: ", printable(e.msg));
   }
-  spec_detail::SpecParser parser(spec, spec.source);
+  spec_detail::SpecParser parser(spec, spec.source, registry);
   parser.parse(root);
   const std::vector<std::string>& problems = parser.problems();
   const std::size_t count = parser.problem_count();
@@ -101,8 +102,8 @@ EngineSpec parse_spec(std::string_view yaml, std::string_view source_name) {
   return spec;
 }
 
-EngineSpec load_spec(const std::string& path) {
-  return parse_spec(read_input_file(path, "spec", kMaxSpecBytes), path);
+EngineSpec load_spec(const std::string& path, const BackendRegistry& registry) {
+  return parse_spec(read_input_file(path, "spec", kMaxSpecBytes), path, registry);
 }
 
 }  // namespace freezeframe

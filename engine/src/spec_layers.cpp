@@ -107,9 +107,13 @@ void SpecParser::check_layer(int l, const std::string& path) {
   const LayerSpec& layer = model.layers[l];
   const std::string who = "layer " + std::to_string(l);
   const std::string backend_path = join_path(path, "backend");
-  const BackendRegistry& registry = BackendRegistry::global();
-  if (!registry.contains(layer.backend)) return;
-  const AttentionBackend& backend = registry.get(layer.backend);
+  if (!registry_.contains(layer.backend)) {
+    // Only a default can get here (a name given in the spec was checked where it was read).
+    layer_problem(backend_path, l, "the default backend '" + layer.backend +
+                                       "' is not registered; name one of the registered ones");
+    return;
+  }
+  const AttentionBackend& backend = registry_.get(layer.backend);
   if (backend.is_mla() != model.is_mla()) {
     layer_problem(backend_path, l,
                   "backend '" + layer.backend + "' is " +

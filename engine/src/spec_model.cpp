@@ -145,9 +145,8 @@ LayerOverride SpecParser::parse_layer_fields(const YAML::Node& map, const std::s
   }
   if (auto v = r_.read_string(map, "backend", path)) {
     o.backend = *v;
-    const BackendRegistry& registry = BackendRegistry::global();
-    if (!registry.contains(*v)) {
-      const std::vector<std::string> names = registry.names();
+    if (!registry_.contains(*v)) {
+      const std::vector<std::string> names = registry_.names();
       std::string list;
       for (const std::string& n : names) (list += list.empty() ? "" : ", ") += n;
       std::string message = "unknown attention backend " + quote(*v) + "; registered: " + list;

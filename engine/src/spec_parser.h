@@ -45,7 +45,8 @@ struct LayerOverride {
 
 class SpecParser {
  public:
-  SpecParser(EngineSpec& spec, std::string file) : spec_(spec), r_(spec, std::move(file)) {}
+  SpecParser(EngineSpec& spec, std::string file, const BackendRegistry& registry)
+      : spec_(spec), r_(spec, std::move(file)), registry_(registry) {}
 
   /// Reads the root of the spec's one document.
   void parse(const YAML::Node& root);
@@ -91,6 +92,7 @@ class SpecParser {
 
   EngineSpec& spec_;
   SpecReader r_;
+  const BackendRegistry& registry_;
   SpecLocation root_location_;
   // Fields whose reading failed: later cross-checks skip them instead of piling up noise.
   bool model_ok_ = true;

@@ -96,5 +96,80 @@ TEST(SpecInput, OnlyRegularFilesOfBoundedSizeAreRead) {
   std::filesystem::remove(big);
 }
 
+/// A backend known by another name: the reference backend under `name`.
+class Renamed : public AttentionBackend {
+ public:
+  Renamed(std::string name, const AttentionBackend& inner)
+      : name_(std::move(name)), inner_(inner) {}
+  std::string_view name() const override { return name_; }
+  bool is_mla() const override { return inner_.is_mla(); }
+  std::unique_ptr<AttentionImpl> make_impl(const AttentionParams& params,
+                                           DcpGroup dcp) const override {
+    return inner_.make_impl(params, dcp);
+  }
+  std::unique_ptr<MlaImpl> make_mla_impl(const MlaParams& params, const MlaWeights& weights,
+                                         DcpGroup dcp) const override {
+    return inner_.make_mla_impl(params, weights, dcp);
+  }
+  std::unique_ptr<MetadataBuilder> make_builder(const BatchLimits& limits,
+                                                void* device_memory) const override {
+    return inner_.make_builder(limits, device_memory);
+  }
+  GraphSupport graph_support() const override { return inner_.graph_support(); }
+  std::vector<std::int64_t> kv_cache_shape(std::int64_t num_blocks, int block_size,
+                                           int num_kv_heads, int head_size,
+                                           DType cache_dtype) const override {
+    return inner_.kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size, cache_dtype);
+  }
+  std::vector<int> kv_cache_stride_order() const override { return inner_.kv_cache_stride_order(); }
+  bool accept_output_buffer() const override { return inner_.accept_output_buffer(); }
+  bool supports_quant_query_input() const override { return inner_.supports_quant_query_input(); }
+  std::span<const int> supported_head_sizes() const override {
+    return inner_.supported_head_sizes();
+  }
+  std::span<const DType> supported_kv_cache_dtypes() const override {
+    return inner_.supported_kv_cache_dtypes();
+  }
+
+ private:
+  std::string name_;
+  const AttentionBackend& inner_;
+};
+
+TEST(SpecInput, BackendsAreLookedUpInTheGivenRegistry) {
+  BackendRegistry registry;
+  registry.add(std::make_unique<Renamed>("house_attention", find_backend("reference")));
+  const std::string yaml = kTiny + std::string("  attention:\n    backend: house_attention\n");
+  const EngineSpec spec = parse_spec(yaml, "inline.yaml", registry);
+  EXPECT_EQ(spec.model.layers[3].backend, "house_attention");
+  EXPECT_CONTAINS(message_of(yaml), "inline.yaml:11:14: model.attention.backend: unknown "
+                                    "attention backend 'house_attention'; registered: "
+                                    "paged_decode, reference, reference_mla");
+  // The checks against the backend use the registry's backend too.
+  std::string odd_head = yaml;
+  odd_head.replace(odd_head.find("num_kv_heads: 2"), 15, "head_size: 72");
+  try {
+    (void)parse_spec(odd_head, "inline.yaml", registry);
+    ADD_FAILURE() << "accepted head size 72";
+  } catch (const Error& e) {
+    EXPECT_CONTAINS(e.message(), "backend 'house_attention' cannot run head size 72");
+  }
+  // The default backend must be in the registry as well.
+  try {
+    (void)parse_spec(kTiny, "inline.yaml", registry);
+    ADD_FAILURE() << "accepted a default backend the registry lacks";
+  } catch (const Error& e) {
+    EXPECT_CONTAINS(e.message(), "model.attention.backend: layers 0..3: the default backend "
+                                 "'reference' is not registered");
+  }
+  // load_spec takes the registry as well.
+  const std::filesystem::path file = std::filesystem::temp_directory_path() /
+                                     ("ff_registry_spec_" + std::to_string(::getpid()) + ".yaml");
+  { std::ofstream(file) << yaml; }
+  EXPECT_EQ(load_spec(file.string(), registry).model.layers[0].backend, "house_attention");
+  EXPECT_THROW((void)load_spec(file.string()), Error);
+  std::filesystem::remove(file);
+}
+
 }  // namespace
 }  // namespace freezeframe
