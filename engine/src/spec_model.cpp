@@ -105,6 +105,11 @@ void SpecParser::parse_attention(const YAML::Node& attention) {
                               "applied to the layers in turn");
     return;
   }
+  if (pattern.size() > static_cast<std::size_t>(kMaxLayers)) {
+    r_.problem(pattern, path, "has " + std::to_string(pattern.size()) + " entries, more than the " +
+                                  std::to_string(kMaxLayers) + " layers a model may have");
+    return;
+  }
   for (std::size_t i = 0; i < pattern.size(); ++i) {
     auto w = r_.as_int(pattern[i], path + "[" + std::to_string(i) + "]", 0, kMaxInt);
     window_pattern_.push_back(w ? static_cast<int>(*w) : 0);
@@ -175,6 +180,11 @@ void SpecParser::parse_layer_overrides(const YAML::Node& list) {
     r_.problem(list, base, "expected a list of per-layer overrides, each with 'layers'");
     return;
   }
+  if (list.size() > kMaxOverrides) {
+    r_.problem(list, base, "has " + std::to_string(list.size()) + " overrides, more than the " +
+                               std::to_string(kMaxOverrides) + " a spec may have");
+    return;
+  }
   for (std::size_t i = 0; i < list.size(); ++i) {
     const YAML::Node item = list[i];
     const std::string path = base + "[" + std::to_string(i) + "]";
@@ -211,6 +221,11 @@ std::vector<int> SpecParser::parse_layer_indices(const YAML::Node& which,
   std::vector<int> indices;
   r_.remember(path, which);
   if (which.IsSequence()) {
+    if (which.size() > static_cast<std::size_t>(kMaxLayers)) {
+      r_.problem(which, path, "lists " + std::to_string(which.size()) + " layers, more than the " +
+                                  std::to_string(kMaxLayers) + " a model may have");
+      return indices;
+    }
     for (std::size_t j = 0; j < which.size(); ++j) {
       auto v = r_.as_int(which[j], path + "[" + std::to_string(j) + "]", 0, max_index);
       if (v) indices.push_back(static_cast<int>(*v));

@@ -30,6 +30,11 @@ inline constexpr std::int64_t kMaxIntermediate = 1 << 22;  // intermediate_size
 inline constexpr std::int64_t kMaxVocab = 1 << 24;
 inline constexpr std::int64_t kMaxPositions = 1 << 28;     // max_position_embeddings, max_model_len
 inline constexpr std::int64_t kMaxBatchedTokens = 1 << 24;
+// Lists longer than anything meaningful are refused before their items are read, so a spec
+// cannot make the reader spend time or memory in proportion to a list it will refuse anyway.
+inline constexpr std::size_t kMaxCaptureSizes = 1024;
+inline constexpr std::int64_t kMaxCaptureSize = 8192;  // the default ladder to it has 531 sizes
+inline constexpr std::size_t kMaxOverrides = 4096;  // model.layers entries
 
 /// The per-layer fields an override may set; unset ones keep the model-wide value.
 struct LayerOverride {

@@ -113,7 +113,7 @@ void SpecParser::parse_cuda_graphs(const YAML::Node& g) {
                                : (*v == "none" || *v == "false") ? PiecewiseSharing::kNone
                                                                  : PiecewiseSharing::kAcrossSizes;
   }
-  if (auto v = r_.read_int(g, "max_capture_size", "cuda_graphs", 1, kMaxBatchedTokens)) {
+  if (auto v = r_.read_int(g, "max_capture_size", "cuda_graphs", 1, kMaxCaptureSize)) {
     max_capture_size_ = static_cast<int>(*v);
   }
   capture_sizes_node_ = SpecReader::child(g, "capture_sizes");
@@ -128,6 +128,13 @@ void SpecParser::resolve_capture_sizes() {
     r_.remember(path, node);
     if (!node.IsSequence()) {
       r_.problem(node, path, "expected a list of batch sizes (tokens per step)");
+      return;
+    }
+    // Every size is a set of captured graphs: a list longer than this is a mistake, and is
+    // refused before its items are read.
+    if (node.size() > kMaxCaptureSizes) {
+      r_.problem(node, path, "lists " + std::to_string(node.size()) + " sizes, more than the " +
+                                 std::to_string(kMaxCaptureSizes) + " a spec may capture");
       return;
     }
     if (max_capture_size_) {
@@ -150,7 +157,8 @@ void SpecParser::resolve_capture_sizes() {
                        " is above scheduler.max_num_batched_tokens " + std::to_string(max_tokens));
         continue;
       }
-      if (std::find(sizes.begin(), sizes.end(), size) != sizes.end()) {
+      // Sizes ascend, so a repeat can only be of the previous size.
+      if (!sizes.empty() && size == sizes.back()) {
         r_.problem(node[i], item, "capture size " + std::to_string(size) + " is duplicated");
         continue;
       }

@@ -45,6 +45,48 @@ std::string message_of(const std::string& yaml) {
   EXPECT_NE((text).find(fragment), std::string::npos) << "expected: " \
                                                       << (fragment) << "\ngot: " << (text)
 
+TEST(SpecInput, AHugeCaptureSizeListIsRefusedWithoutReadingIt) {
+  std::string list = "cuda_graphs:\n  capture_sizes: [";
+  for (int i = 0; i < 450'000; ++i) list += (i ? ", " : "") + std::to_string(i % 8192 + 1);
+  const std::string msg = message_of(kTiny + list + "]\n");
+  EXPECT_CONTAINS(msg, "inline.yaml:11:18: cuda_graphs.capture_sizes: lists 450000 sizes, more "
+                       "than the 1024 a spec may capture");
+  EXPECT_CONTAINS(msg, "has 1 problem:");
+}
+
+TEST(SpecInput, ALongAscendingCaptureSizeListIsAccepted) {
+  std::string list = "cuda_graphs:\n  capture_sizes: [";
+  for (int i = 1; i <= 1024; ++i) list += (i > 1 ? ", " : "") + std::to_string(i);
+  const EngineSpec spec = parse_spec(kTiny + list + "]\n");
+  EXPECT_EQ(spec.cuda_graphs.capture_sizes.size(), 1024u);
+  EXPECT_EQ(spec.cuda_graphs.max_capture_size, 1024);
+  // Repeats and disorder are found against the previous size.
+  const std::string msg = message_of(kTiny + std::string("cuda_graphs:\n  capture_sizes: [1, 8, "
+                                                         "8, 4, 16]\n"));
+  EXPECT_CONTAINS(msg, "cuda_graphs.capture_sizes[2]: capture size 8 is duplicated");
+  EXPECT_CONTAINS(msg, "cuda_graphs.capture_sizes[3]: capture sizes must be sorted ascending: 4 "
+                       "comes after 8");
+}
+
+TEST(SpecInput, OtherListsAreBoundedToo) {
+  std::string pattern = "  attention:\n    sliding_window_pattern: [";
+  for (int i = 0; i < 5000; ++i) pattern += i ? ", 0" : "0";
+  EXPECT_CONTAINS(message_of(kTiny + pattern + "]\n"),
+                  "model.attention.sliding_window_pattern: has 5000 entries, more than the 4096 "
+                  "layers a model may have");
+  std::string overrides = "  layers:\n";
+  for (int i = 0; i < 4097; ++i) overrides += "    - {layers: \"0..3\", alibi: true}\n";
+  EXPECT_CONTAINS(message_of(kTiny + overrides),
+                  "model.layers: has 4097 overrides, more than the 4096 a spec may have");
+  // The default ladder up to max_capture_size: 1M sizes for 2^24.
+  EXPECT_CONTAINS(message_of(kTiny + std::string("scheduler:\n  max_num_batched_tokens: 16777216\n"
+                                                 "cuda_graphs:\n  max_capture_size: 16777216\n")),
+                  "cuda_graphs.max_capture_size: must be in [1, 8192], got 16777216");
+  const EngineSpec ladder =
+      parse_spec(kTiny + std::string("cuda_graphs:\n  max_capture_size: 8192\n"));
+  EXPECT_EQ(ladder.cuda_graphs.capture_sizes.size(), 531u);
+}
+
 TEST(SpecInput, EchoedTextIsEscapedAndShortened) {
   const std::string msg = message_of(kTiny + std::string("  \"na\\ame\\nx\": 1\n"
                                                          "  dtype: \"bf\\x1b[31m16\"\n"));
