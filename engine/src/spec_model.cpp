@@ -1,6 +1,7 @@
 // The model section of a spec: sizes, numbers, the attention settings of every layer, MLA
 // dimensions and per-layer overrides (read here, applied in spec_layers.cpp).
 
+#include <charconv>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,13 @@ const std::vector<std::string> kModelDTypes = {"bf16", "f16", "f32", "bfloat16",
 
 MlpKind parse_mlp(const std::string& s) {
   return s == "none" ? MlpKind::kNone : MlpKind::kGatedSilu;
+}
+
+/// A whole decimal int, nothing else (no sign, no spaces).
+bool parse_index(std::string_view text, int& out) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) return false;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size();
 }
 
 }  // namespace
@@ -67,10 +75,10 @@ void SpecParser::parse_model(const YAML::Node& m) {
   }
   if (auto v = r_.read_bool(m, "tie_word_embeddings", "model")) model.tie_word_embeddings = *v;
   if (auto v = r_.read_choice(m, "dtype", "model", kModelDTypes)) model.dtype = *parse_dtype(*v);
-  if (auto v = r_.read_number(m, "rope_theta", "model", 0, 1e12, true)) {
+  if (auto v = r_.read_float(m, "rope_theta", "model", 0, 1e12, true)) {
     model.rope_theta = static_cast<float>(*v);
   }
-  if (auto v = r_.read_number(m, "rms_norm_eps", "model", 0, 1, true)) {
+  if (auto v = r_.read_float(m, "rms_norm_eps", "model", 0, 1, true)) {
     model.rms_norm_eps = static_cast<float>(*v);
   }
   if (auto v = r_.read_int(m, "max_position_embeddings", "model", 1, kMaxPositions)) {
@@ -166,7 +174,7 @@ LayerOverride SpecParser::parse_layer_fields(const YAML::Node& map, const std::s
   if (auto v = r_.read_int(map, "sliding_window", path, 0, kMaxInt)) {
     o.sliding_window = static_cast<int>(*v);
   }
-  if (auto v = r_.read_number(map, "logits_soft_cap", path, 0, 1e6)) {
+  if (auto v = r_.read_float(map, "logits_soft_cap", path, 0, 1e6)) {
     o.logits_soft_cap = static_cast<float>(*v);
   }
   if (auto v = r_.read_bool(map, "alibi", path)) o.alibi = *v;
@@ -234,22 +242,11 @@ std::vector<int> SpecParser::parse_layer_indices(const YAML::Node& which,
     const std::string& text = which.Scalar();
     const std::size_t dots = text.find("..");
     int first = -1, last = -1;
-    try {
-      std::size_t used = 0;
-      if (dots == std::string::npos) {
-        first = last = std::stoi(text, &used);
-        if (used != text.size()) first = -1;
-      } else {
-        first = std::stoi(text.substr(0, dots), &used);
-        if (used != dots) first = -1;
-        const std::string tail = text.substr(dots + 2);
-        last = std::stoi(tail, &used);
-        if (used != tail.size()) first = -1;
-      }
-    } catch (const std::exception&) {
-      first = -1;
-    }
-    if (first < 0 || last < first || last > max_index) {
+    const bool ok = dots == std::string::npos
+                        ? parse_index(text, first) && parse_index(text, last)
+                        : parse_index(std::string_view(text).substr(0, dots), first) &&
+                              parse_index(std::string_view(text).substr(dots + 2), last);
+    if (!ok || last < first || last > max_index) {
       r_.problem(which, path,
                  "expected a layer index, a list of indices or a range 'first..last' within "
                  "[0, " + std::to_string(max_index) + "], got " + quote(text));

@@ -49,9 +49,11 @@ class SpecReader {
 
   std::optional<std::int64_t> read_int(const YAML::Node& map, std::string_view key,
                                        std::string_view path, std::int64_t min, std::int64_t max);
-  std::optional<double> read_number(const YAML::Node& map, std::string_view key,
-                                    std::string_view path, double min, double max,
-                                    bool min_exclusive = false);
+  /// A number kept as a 32-bit float: besides the range, a nonzero value must be a normal
+  /// float (neither rounded to zero or a denormal nor past the largest float).
+  std::optional<double> read_float(const YAML::Node& map, std::string_view key,
+                                   std::string_view path, double min, double max,
+                                   bool min_exclusive = false);
   std::optional<bool> read_bool(const YAML::Node& map, std::string_view key,
                                 std::string_view path);
   std::optional<std::string> read_string(const YAML::Node& map, std::string_view key,
@@ -76,5 +78,9 @@ class SpecReader {
 
 /// "parent.key", with the key (text from the file) made printable.
 [[nodiscard]] std::string join_path(std::string_view parent, std::string_view key);
+
+/// A YAML number: decimal or exponent notation, an optional sign, and YAML's .inf and .nan.
+/// `out_of_range` is set when the value is past what a double holds (or underflows).
+[[nodiscard]] std::optional<double> parse_yaml_number(std::string_view text, bool& out_of_range);
 
 }  // namespace freezeframe::spec_detail

@@ -40,16 +40,10 @@ void SpecParser::parse_cache(const YAML::Node& c) {
   const std::string path = "cache.memory_budget";
   r_.remember(path, budget);
   const std::string text = budget.IsScalar() ? budget.Scalar() : std::string();
-  double fraction = 0;
-  bool is_number = false;
-  try {
-    std::size_t used = 0;
-    fraction = std::stod(text, &used);
-    is_number = used == text.size();
-  } catch (const std::exception&) {
-  }
-  if (is_number && fraction > 0 && fraction <= 1) {
-    cache.memory_budget.fraction = fraction;
+  bool out_of_range = false;
+  const std::optional<double> fraction = parse_yaml_number(text, out_of_range);
+  if (fraction && *fraction > 0 && *fraction <= 1) {
+    cache.memory_budget.fraction = *fraction;
   } else if (auto bytes = parse_byte_size(text); bytes && *bytes > 1) {
     cache.memory_budget.bytes = *bytes;
   } else {

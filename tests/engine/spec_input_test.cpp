@@ -87,6 +87,56 @@ TEST(SpecInput, OtherListsAreBoundedToo) {
   EXPECT_EQ(ladder.cuda_graphs.capture_sizes.size(), 531u);
 }
 
+TEST(SpecInput, FloatFieldsMustHoldInAFloat) {
+  const std::string msg = message_of(kTiny + std::string("  rope_theta: 1e-50\n"
+                                                         "  rms_norm_eps: 1e-50\n"
+                                                         "  attention:\n"
+                                                         "    logits_soft_cap: 1e-50\n"
+                                                         "  layers:\n"
+                                                         "    - layers: 1\n"
+                                                         "      logits_soft_cap: -1e-45\n"));
+  EXPECT_CONTAINS(msg, "inline.yaml:10:15: model.rope_theta: got 1e-50, smaller than the "
+                       "smallest normal 32-bit float, 1.17549e-38");
+  EXPECT_CONTAINS(msg, "inline.yaml:11:17: model.rms_norm_eps: got 1e-50, smaller than");
+  EXPECT_CONTAINS(msg, "inline.yaml:13:22: model.attention.logits_soft_cap: got 1e-50");
+  EXPECT_CONTAINS(msg, "inline.yaml:16:24: model.layers[0].logits_soft_cap: must be a finite "
+                       "number in [0, 1e+06], got -1e-45");
+  // Past a double, and the denormal range of a float.
+  EXPECT_CONTAINS(message_of(kTiny + std::string("  rms_norm_eps: 1e-400\n")),
+                  "model.rms_norm_eps: must be a finite number in (0, 1], got '1e-400', which is "
+                  "past what a double holds");
+  EXPECT_CONTAINS(message_of(kTiny + std::string("  rms_norm_eps: 1e-39\n")),
+                  "model.rms_norm_eps: got 1e-39, smaller than the smallest normal");
+  EXPECT_CONTAINS(message_of(kTiny + std::string("  rope_theta: .inf\n")),
+                  "model.rope_theta: must be a finite number in (0, 1e+12], got .inf");
+  EXPECT_CONTAINS(message_of(kTiny + std::string("  rope_theta: .nan\n")),
+                  "model.rope_theta: must be a finite number");
+  EXPECT_CONTAINS(message_of(kTiny + std::string("  rope_theta: 0x10\n")),
+                  "model.rope_theta: expected a number, got '0x10'");
+  // Zero stays zero (a soft cap of 0 is "off"), and ordinary values are kept.
+  const EngineSpec spec = parse_spec(kTiny + std::string("  rms_norm_eps: 1e-6\n"
+                                                         "  rope_theta: +5e5\n"
+                                                         "  attention:\n"
+                                                         "    logits_soft_cap: 0\n"));
+  EXPECT_FLOAT_EQ(spec.model.rms_norm_eps, 1e-6f);
+  EXPECT_FLOAT_EQ(spec.model.rope_theta, 5e5f);
+  EXPECT_EQ(spec.model.layers[0].logits_soft_cap, 0.0f);
+  // The budget's fraction is a number too.
+  EXPECT_CONTAINS(message_of(kTiny + std::string("cache:\n  memory_budget: 1e-400\n")),
+                  "cache.memory_budget: expected a fraction of device memory in (0, 1] or a size "
+                  "such as 70GiB, got '1e-400'");
+  EXPECT_CONTAINS(message_of(kTiny + std::string("cache:\n  memory_budget: " +
+                                                 std::string(400, '9') + "GiB\n")),
+                  "cache.memory_budget: expected a fraction");
+}
+
+TEST(SpecInput, IntegersPast64BitsAreOutOfRange) {
+  EXPECT_CONTAINS(message_of(kTiny + std::string("scheduler:\n  max_num_seqs: "
+                                                 "99999999999999999999\n")),
+                  "inline.yaml:11:17: scheduler.max_num_seqs: must be in [1, 1048576], got "
+                  "'99999999999999999999' (past the 64-bit integers)");
+}
+
 TEST(SpecInput, EchoedTextIsEscapedAndShortened) {
   const std::string msg = message_of(kTiny + std::string("  \"na\\ame\\nx\": 1\n"
                                                          "  dtype: \"bf\\x1b[31m16\"\n"));
