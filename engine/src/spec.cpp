@@ -1,11 +1,14 @@
-// Reading a spec: the YAML text, then the sections (SpecParser: structure and types first,
-// then defaults, then the checks that need several fields or the backend registry). Every
-// problem is collected; the spec is returned only when there are none.
+// Reading a spec: the file (bounded), its one YAML document, then the sections (SpecParser:
+// structure and types first, then defaults, then the checks that need several fields or the
+// backend registry). Every problem is collected; the spec is returned only when there are none.
 
 #include "freezeframe/engine/spec.h"
 
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -75,17 +78,69 @@ void SpecParser::parse(const YAML::Node& root) {
 
 }  // namespace spec_detail
 
+namespace {
+
+/// Where each document of a YAML text starts (its "---", or its first line).
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> marks;
+
+  void OnDocumentStart(const YAML::Mark& mark) override { marks.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+/// The root of the one document of `yaml`; a syntax error or a second document is refused.
+YAML::Node load_document(const std::string& yaml, const std::string& source) {
+  try {
+    // The documents are counted first, stopping at the second. Not with YAML::LoadAll: on
+    // text that cannot start a node (a ',' at the top) each document it reads is empty and
+    // ends where it began, so it reads documents without end.
+    DocumentStarts starts;
+    std::istringstream in(yaml);
+    YAML::Parser parser(in);
+    while (starts.marks.size() < 2 && parser.HandleNextDocument(starts)) {
+    }
+    if (starts.marks.size() == 2) {
+      const YAML::Mark& at = starts.marks[1];
+      if (at.pos == starts.marks[0].pos) {
+        // Positions count from after a byte order mark.
+        const std::size_t bom = yaml.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+        const std::size_t pos = std::min(bom + std::max(at.pos, 0), yaml.size());
+        FF_THROW(ErrorCode::kInvalidArgument, source, ":", at.line + 1, ":", at.column + 1,
+                 ": YAML syntax error: no value can start with ",
+                 quote(std::string_view(yaml).substr(pos, 1)));
+      }
+      FF_THROW(ErrorCode::kInvalidArgument, source, ":", at.line + 1, ":", at.column + 1,
+               ": a second YAML document starts here; a spec is one document (remove the '---' "
+               "and what follows, or merge it into the first)");
+    }
+    return YAML::Load(yaml);
+  } catch (const YAML::DeepRecursion& e) {
+    FF_THROW(ErrorCode::kInvalidArgument, source, ":", e.mark.line + 1, ":", e.mark.column + 1,
+             ": YAML syntax error: nested too deeply");
+  } catch (const YAML::Exception& e) {
+    FF_THROW(ErrorCode::kInvalidArgument, source, ":", e.mark.line + 1, ":", e.mark.column + 1,
+             ": YAML syntax error: ", printable(e.msg));
+  }
+}
+
+}  // namespace
+
 EngineSpec parse_spec(std::string_view yaml, std::string_view source_name,
                       const BackendRegistry& registry) {
   EngineSpec spec;
   spec.source = std::string(source_name);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::ParserException& e) {
-    FF_THROW(ErrorCode::kInvalidArgument, spec.source, ":", e.mark.line + 1, ":",
-             e.mark.column + 1, ": YAML syntax error: ", printable(e.msg));
-  }
+  const YAML::Node root = load_document(std::string(yaml), spec.source);
   spec_detail::SpecParser parser(spec, spec.source, registry);
   parser.parse(root);
   const std::vector<std::string>& problems = parser.problems();

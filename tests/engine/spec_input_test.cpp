@@ -137,6 +137,21 @@ TEST(SpecInput, IntegersPast64BitsAreOutOfRange) {
                   "'99999999999999999999' (past the 64-bit integers)");
 }
 
+TEST(SpecInput, ASecondDocumentIsRefusedWhereItStarts) {
+  EXPECT_CONTAINS(message_of(kTiny + std::string("---\nmodel:\n  name: other\n")),
+                  "inline.yaml:10:1: a second YAML document starts here; a spec is one document");
+  EXPECT_CONTAINS(message_of(kTiny + std::string("--- # nothing after\n")),
+                  "inline.yaml:10:1: a second YAML document");
+  // Text that cannot start a value: yaml-cpp's LoadAll would read empty documents forever.
+  EXPECT_CONTAINS(message_of("\xEF\xBB\xBF,(,,"),
+                  "inline.yaml:1:1: YAML syntax error: no value can start with ','");
+  EXPECT_CONTAINS(message_of("# comment\n,"),
+                  "inline.yaml:2:1: YAML syntax error: no value can start with ','");
+  // A leading "---" or a closing "..." is one document.
+  EXPECT_NO_THROW((void)parse_spec("---\n" + std::string(kTiny) + "...\n"));
+  EXPECT_CONTAINS(message_of(""), "a spec is a mapping");
+}
+
 TEST(SpecInput, EchoedTextIsEscapedAndShortened) {
   const std::string msg = message_of(kTiny + std::string("  \"na\\ame\\nx\": 1\n"
                                                          "  dtype: \"bf\\x1b[31m16\"\n"));
@@ -161,6 +176,13 @@ TEST(SpecInput, EchoedTextIsEscapedAndShortened) {
   const std::string many = message_of(kTiny + keys);
   EXPECT_CONTAINS(many, "has 5000 problems:");
   EXPECT_CONTAINS(many, "(4900 more not shown)");
+}
+
+TEST(SpecInput, DeepNestingIsASyntaxError) {
+  const std::string msg = message_of("model: " + std::string(100'000, '[') +
+                                     std::string(100'000, ']') + "\n");
+  EXPECT_CONTAINS(msg, "inline.yaml:1:");
+  EXPECT_CONTAINS(msg, "YAML syntax error: nested too deeply");
 }
 
 TEST(SpecInput, OnlyRegularFilesOfBoundedSizeAreRead) {
