@@ -82,7 +82,12 @@ void SpecParser::parse_model(const YAML::Node& m) {
     model.rms_norm_eps = static_cast<float>(*v);
   }
   if (auto v = r_.read_int(m, "max_position_embeddings", "model", 1, kMaxPositions)) {
-    model.max_position_embeddings = *v;
+    if (*v < kMinModelLen) {
+      r_.problem(SpecReader::child(m, "max_position_embeddings"), "model.max_position_embeddings",
+                 kMinModelLenReason + std::to_string(*v));
+    } else {
+      model.max_position_embeddings = *v;
+    }
   }
   if (auto v = r_.read_choice(m, "mlp", "model", kMlpKinds)) defaults_.mlp = parse_mlp(*v);
 

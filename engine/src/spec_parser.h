@@ -30,6 +30,11 @@ inline constexpr std::int64_t kMaxIntermediate = 1 << 22;  // intermediate_size
 inline constexpr std::int64_t kMaxVocab = 1 << 24;
 inline constexpr std::int64_t kMaxPositions = 1 << 28;     // max_position_embeddings, max_model_len
 inline constexpr std::int64_t kMaxBatchedTokens = 1 << 24;
+// A sequence holds at least a prompt token and a generated one.
+inline constexpr std::int64_t kMinModelLen = 2;
+inline constexpr const char* kMinModelLenReason =
+    "must be at least 2 (a sequence holds at least one prompt token and one generated token), "
+    "got ";
 // Lists longer than anything meaningful are refused before their items are read, so a spec
 // cannot make the reader spend time or memory in proportion to a list it will refuse anyway.
 inline constexpr std::size_t kMaxCaptureSizes = 1024;

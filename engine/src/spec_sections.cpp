@@ -65,7 +65,12 @@ void SpecParser::parse_scheduler(const YAML::Node& s) {
     sched.max_num_batched_tokens = static_cast<int>(*v);
   }
   if (auto v = r_.read_int(s, "max_model_len", "scheduler", 1, kMaxPositions)) {
-    sched.max_model_len = *v;
+    if (*v < kMinModelLen) {
+      r_.problem(SpecReader::child(s, "max_model_len"), "scheduler.max_model_len",
+                 kMinModelLenReason + std::to_string(*v));
+    } else {
+      sched.max_model_len = *v;
+    }
   }
   if (auto v = r_.read_int(s, "max_prefill_context_tokens", "scheduler", 0, kMaxPositions)) {
     sched.max_prefill_context_tokens = *v;
@@ -74,9 +79,12 @@ void SpecParser::parse_scheduler(const YAML::Node& s) {
 
 void SpecParser::resolve_scheduler() {
   SchedulerSpec& s = spec_.scheduler;
+  // A field that was given but refused has its problem already; no second one about it here.
+  const auto given = [&](const char* path) { return spec_.locations.count(path) > 0; };
   if (s.max_model_len == 0) {
     s.max_model_len = spec_.model.max_position_embeddings;
-    if (s.max_model_len == 0) {
+    if (s.max_model_len == 0 && !given("scheduler.max_model_len") &&
+        !given("model.max_position_embeddings")) {
       problem("scheduler.max_model_len",
               "is required when model.max_position_embeddings is not given");
     }

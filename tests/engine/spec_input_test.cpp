@@ -185,6 +185,19 @@ TEST(SpecInput, DeepNestingIsASyntaxError) {
   EXPECT_CONTAINS(msg, "YAML syntax error: nested too deeply");
 }
 
+TEST(SpecInput, ASequenceNeedsTwoPositions) {
+  std::string spec = kTiny;
+  spec.replace(spec.find("4096"), 4, "1");
+  EXPECT_CONTAINS(message_of(spec),
+                  "inline.yaml:9:28: model.max_position_embeddings: must be at least 2 (a "
+                  "sequence holds at least one prompt token and one generated token), got 1");
+  EXPECT_CONTAINS(message_of(kTiny + std::string("scheduler:\n  max_model_len: 1\n")),
+                  "inline.yaml:11:18: scheduler.max_model_len: must be at least 2");
+  EXPECT_EQ(parse_spec(kTiny + std::string("scheduler:\n  max_model_len: 2\n"))
+                .scheduler.max_model_len,
+            2);
+}
+
 TEST(SpecInput, OnlyRegularFilesOfBoundedSizeAreRead) {
   for (const char* path : {"/dev/zero", "/dev/null", "/"}) {
     try {
