@@ -2,10 +2,13 @@
 
 #include <charconv>
 #include <cmath>
-#include <fstream>
-#include <sstream>
+#include <cstdint>
+#include <limits>
+#include <string>
 
 #include "freezeframe/core/error.h"
+#include "freezeframe/engine/spec/input_file.h"
+#include "freezeframe/core/printable.h"
 
 namespace freezeframe {
 namespace {
@@ -22,37 +25,66 @@ std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
   return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
 }
 
-template <typename T>
-bool parse_number(std::string_view text, T& out) {
+/// A whole non-negative decimal number (digits only: no sign, no spaces); false when the text
+/// is not one or is past int64 (`too_large` then tells which).
+bool parse_count(std::string_view text, std::int64_t& out, bool& too_large) {
+  too_large = false;
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) return false;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  too_large = ec == std::errc::result_out_of_range;
   return ec == std::errc() && end == text.data() + text.size();
 }
 
-/// Seconds since the epoch of "YYYY-MM-DD HH:MM:SS[.fraction]", or NaN when malformed.
-double parse_timestamp(std::string_view s) {
+/// The value of the `digits` characters at `at` of `s`, or -1 unless all are digits.
+int digits_at(std::string_view s, std::size_t at, std::size_t digits) {
+  int value = 0;
+  for (std::size_t i = at; i < at + digits; ++i) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    value = value * 10 + (s[i] - '0');
+  }
+  return value;
+}
+
+bool is_leap_year(int year) { return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0; }
+
+int days_in_month(int year, int month) {
+  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  return month == 2 && is_leap_year(year) ? 29 : kDays[month - 1];
+}
+
+/// Seconds since the epoch of "YYYY-MM-DD HH:MM:SS[.fraction]" in `seconds`; on a mistake,
+/// what is wrong with it (empty when it is a valid time).
+std::string parse_timestamp(std::string_view s, double& seconds) {
+  static const std::string kFormat = "is not 'YYYY-MM-DD HH:MM:SS.fffffff'";
   if (s.size() < 19 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':') {
-    return NAN;
+    return kFormat;
   }
-  int year = 0, sec = 0;
-  unsigned month = 0, day = 0, hour = 0, minute = 0;
-  if (!parse_number(s.substr(0, 4), year) || !parse_number(s.substr(5, 2), month) ||
-      !parse_number(s.substr(8, 2), day) || !parse_number(s.substr(11, 2), hour) ||
-      !parse_number(s.substr(14, 2), minute) || !parse_number(s.substr(17, 2), sec) ||
-      month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || sec > 60) {
-    return NAN;
+  const int year = digits_at(s, 0, 4), month = digits_at(s, 5, 2), day = digits_at(s, 8, 2);
+  const int hour = digits_at(s, 11, 2), minute = digits_at(s, 14, 2), sec = digits_at(s, 17, 2);
+  if (year < 0 || month < 0 || day < 0 || hour < 0 || minute < 0 || sec < 0) return kFormat;
+  if (month < 1 || month > 12) return "has month " + std::to_string(month) + ", not 1..12";
+  if (day < 1 || day > days_in_month(year, month)) {
+    return "has day " + std::to_string(day) + ", but " + std::string(s.substr(0, 7)) + " has " +
+           std::to_string(days_in_month(year, month)) + " days";
   }
+  if (hour > 23) return "has hour " + std::to_string(hour) + ", not 0..23";
+  if (minute > 59) return "has minute " + std::to_string(minute) + ", not 0..59";
+  if (sec > 59) return "has second " + std::to_string(sec) + ", not 0..59";
   double fraction = 0.0;
   if (s.size() > 19) {
-    if (s[19] != '.' || s.size() == 20) return NAN;
+    if (s[19] != '.' || s.size() == 20) return kFormat;
     double scale = 0.1;
     for (char c : s.substr(20)) {
-      if (c < '0' || c > '9') return NAN;
+      if (c < '0' || c > '9') return kFormat;
       fraction += (c - '0') * scale;
       scale /= 10;
     }
   }
-  return static_cast<double>(days_from_civil(year, month, day)) * 86400.0 + hour * 3600.0 +
-         minute * 60.0 + sec + fraction;
+  seconds = static_cast<double>(days_from_civil(year, static_cast<unsigned>(month),
+                                                static_cast<unsigned>(day))) *
+                86400.0 +
+            hour * 3600.0 + minute * 60.0 + sec + fraction;
+  return {};
 }
 
 }  // namespace
@@ -61,6 +93,8 @@ std::vector<TraceRequest> parse_azure_trace(std::string_view csv, std::string_vi
                                             const TraceOptions& options) {
   FF_CHECK(std::isfinite(options.time_scale) && options.time_scale > 0, ErrorCode::kInvalidArgument,
            "the trace time scale must be positive, got ", options.time_scale);
+  constexpr std::int64_t kMaxCount = std::numeric_limits<std::int32_t>::max();
+  if (csv.substr(0, 3) == "\xEF\xBB\xBF") csv.remove_prefix(3);  // a UTF-8 byte order mark
   std::vector<TraceRequest> out;
   double first = NAN, previous = -INFINITY;
   std::size_t line_no = 0, at = 0;
@@ -73,7 +107,7 @@ std::vector<TraceRequest> parse_azure_trace(std::string_view csv, std::string_vi
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line_no == 1) {
       FF_CHECK(line == kHeader, ErrorCode::kInvalidArgument, source,
-               ":1: expected the header '", kHeader, "', got '", line, "'");
+               ":1: expected the header '", kHeader, "', got ", quote(line));
       continue;
     }
     if (line.empty()) continue;
@@ -82,21 +116,40 @@ std::vector<TraceRequest> parse_azure_trace(std::string_view csv, std::string_vi
     FF_CHECK(c1 != std::string_view::npos && c2 != std::string_view::npos &&
                  line.find(',', c2 + 1) == std::string_view::npos,
              ErrorCode::kInvalidArgument, source, ":", line_no,
-             ": expected 3 comma-separated fields, got '", line, "'");
-    const double t = parse_timestamp(line.substr(0, c1));
-    TraceRequest r;
-    FF_CHECK(std::isfinite(t), ErrorCode::kInvalidArgument, source, ":", line_no,
-             ": TIMESTAMP '", line.substr(0, c1), "' is not 'YYYY-MM-DD HH:MM:SS.fffffff'");
-    FF_CHECK(parse_number(line.substr(c1 + 1, c2 - c1 - 1), r.prompt_tokens) && r.prompt_tokens > 0,
-             ErrorCode::kInvalidArgument, source, ":", line_no,
-             ": ContextTokens must be a positive integer, got '", line.substr(c1 + 1, c2 - c1 - 1), "'");
-    FF_CHECK(parse_number(line.substr(c2 + 1), r.output_tokens) && r.output_tokens >= 0,
-             ErrorCode::kInvalidArgument, source, ":", line_no,
-             ": GeneratedTokens must be a non-negative integer, got '", line.substr(c2 + 1), "'");
+             ": expected 3 comma-separated fields, got ", quote(line));
+    const std::string_view stamp = line.substr(0, c1);
+    double t = 0;
+    const std::string wrong = parse_timestamp(stamp, t);
+    FF_CHECK(wrong.empty(), ErrorCode::kInvalidArgument, source, ":", line_no, ": TIMESTAMP ",
+             quote(stamp), " ", wrong);
+    // Token counts are 32-bit (a sequence's length too): a value past that is refused, never
+    // wrapped or clamped.
+    const auto count = [&](std::string_view field, std::string_view text, std::int64_t min) {
+      std::int64_t value = 0;
+      bool too_large = false;
+      const bool ok = parse_count(text, value, too_large);
+      FF_CHECK(ok || too_large, ErrorCode::kInvalidArgument, source, ":", line_no, ": ", field,
+               " must be ", min > 0 ? "a positive" : "a non-negative", " integer, got ",
+               quote(text));
+      FF_CHECK(!too_large && value <= kMaxCount, ErrorCode::kInvalidArgument, source, ":",
+               line_no, ": ", field, " ", printable(text),
+               " is more than a 32-bit token count holds (", kMaxCount, ")");
+      FF_CHECK(value >= min, ErrorCode::kInvalidArgument, source, ":", line_no, ": ", field,
+               " must be a positive integer, got ", value);
+      return value;
+    };
+    const std::int64_t prompt = count("ContextTokens", line.substr(c1 + 1, c2 - c1 - 1), 1);
+    const std::int64_t output = count("GeneratedTokens", line.substr(c2 + 1), 0);
+    FF_CHECK(prompt + output <= kMaxCount, ErrorCode::kInvalidArgument, source, ":", line_no,
+             ": ContextTokens + GeneratedTokens = ", prompt + output,
+             " tokens, more than a 32-bit sequence length holds (", kMaxCount, ")");
     FF_CHECK(t >= previous, ErrorCode::kInvalidArgument, source, ":", line_no,
              ": timestamps must not go backwards");
     previous = t;
     if (std::isnan(first)) first = t;
+    TraceRequest r;
+    r.prompt_tokens = static_cast<std::int32_t>(prompt);
+    r.output_tokens = static_cast<std::int32_t>(output);
     r.arrival_s = (t - first) * options.time_scale;
     out.push_back(r);
   }
@@ -104,11 +157,7 @@ std::vector<TraceRequest> parse_azure_trace(std::string_view csv, std::string_vi
 }
 
 std::vector<TraceRequest> load_azure_trace(const std::string& path, const TraceOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  FF_CHECK(in.good(), ErrorCode::kNotFound, "cannot open the trace '", path, "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_azure_trace(text.str(), path, options);
+  return parse_azure_trace(read_input_file(path, "trace", kMaxTraceBytes), path, options);
 }
 
 }  // namespace freezeframe

@@ -242,6 +242,8 @@ TEST(ByteSize, UnitsAndMistakes) {
   EXPECT_FALSE(parse_byte_size("1.2.3GB"));
   EXPECT_FALSE(parse_byte_size("0.9")) << "a fraction is not a size";
   EXPECT_FALSE(parse_byte_size("99999999TiB"));
+  EXPECT_FALSE(parse_byte_size(std::string(400, '9') + "GiB")) << "past a double";
+  EXPECT_FALSE(parse_byte_size("0." + std::string(400, '0') + "1GiB"));
 }
 
 }  // namespace

@@ -2,13 +2,31 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/serving/request_trace.h"
 
 namespace freezeframe {
 namespace {
+
+constexpr std::string_view kHeader = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+
+/// The message parse_azure_trace gives for `rows` after the header, or a failure.
+std::string refusal(std::string_view rows) {
+  try {
+    (void)parse_azure_trace(std::string(kHeader) + std::string(rows), "t.csv");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    return e.message();
+  }
+  ADD_FAILURE() << "accepted: " << rows;
+  return {};
+}
 
 constexpr std::string_view kSmall =
     "TIMESTAMP,ContextTokens,GeneratedTokens\n"
@@ -50,6 +68,134 @@ TEST(RequestTrace, MalformedRowsNameTheFileAndLine) {
     }
   }
   EXPECT_THROW((void)load_azure_trace("/nonexistent/trace.csv"), Error);
+}
+
+TEST(RequestTrace, DatesAndTimesMustExist) {
+  EXPECT_EQ(refusal("2023-02-31 18:17:03.98,4,1\n"),
+            "t.csv:2: TIMESTAMP '2023-02-31 18:17:03.98' has day 31, but 2023-02 has 28 days");
+  EXPECT_EQ(refusal("2023-13-01 18:17:03.98,4,1\n"),
+            "t.csv:2: TIMESTAMP '2023-13-01 18:17:03.98' has month 13, not 1..12");
+  EXPECT_EQ(refusal("2023-11-16 25:00:00,4,1\n"),
+            "t.csv:2: TIMESTAMP '2023-11-16 25:00:00' has hour 25, not 0..23");
+  EXPECT_NE(refusal("2023-11-16 18:60:00,4,1\n").find("has minute 60"), std::string::npos);
+  EXPECT_NE(refusal("2023-11-16 18:17:60,4,1\n").find("has second 60"), std::string::npos);
+  EXPECT_NE(refusal("2023-04-31 00:00:00,4,1\n").find("2023-04 has 30 days"), std::string::npos);
+  EXPECT_NE(refusal("2023-00-10 00:00:00,4,1\n").find("has month 0"), std::string::npos);
+  EXPECT_NE(refusal("2023-11-00 00:00:00,4,1\n").find("has day 0"), std::string::npos);
+  // Leap years: every fourth, but not centuries, except every fourth century.
+  EXPECT_NE(refusal("2023-02-29 00:00:00,4,1\n").find("2023-02 has 28 days"), std::string::npos);
+  EXPECT_NE(refusal("1900-02-29 00:00:00,4,1\n").find("1900-02 has 28 days"), std::string::npos);
+  for (const char* leap : {"2024-02-29 12:00:00", "2000-02-29 12:00:00"}) {
+    EXPECT_EQ(parse_azure_trace(std::string(kHeader) + leap + ",4,1\n", "t.csv").size(), 1u)
+        << leap;
+  }
+  // Signs and spaces are not digits.
+  for (const char* stamp : {"2023-11-16 18:17:-1", "2023-11-16 18:-1:00", "-023-11-16 18:17:01",
+                            "2023-11-16 1 :17:01", "2023-11-16 18:17:01.", "2023-11-16T18:17:01"}) {
+    EXPECT_NE(refusal(std::string(stamp) + ",4,1\n").find("is not 'YYYY-MM-DD HH:MM:SS.fffffff'"),
+              std::string::npos)
+        << stamp;
+  }
+}
+
+TEST(RequestTrace, TokenCountsPast32BitsAreRefusedNotClamped) {
+  EXPECT_EQ(refusal("2023-11-16 18:17:03.98,99999999999,10\n"),
+            "t.csv:2: ContextTokens 99999999999 is more than a 32-bit token count holds "
+            "(2147483647)");
+  EXPECT_EQ(refusal("2023-11-16 18:17:03.98,4,2147483648\n"),
+            "t.csv:2: GeneratedTokens 2147483648 is more than a 32-bit token count holds "
+            "(2147483647)");
+  EXPECT_NE(refusal("2023-11-16 18:17:03.98,4,99999999999999999999999999\n")
+                .find("GeneratedTokens 99999999999999999999999999 is more than a 32-bit"),
+            std::string::npos);
+  EXPECT_EQ(refusal("2023-11-16 18:17:03.98,2147483647,10\n"),
+            "t.csv:2: ContextTokens + GeneratedTokens = 2147483657 tokens, more than a 32-bit "
+            "sequence length holds (2147483647)");
+  EXPECT_NE(refusal("2023-11-16 18:17:03.98,0,10\n").find("ContextTokens must be a positive"),
+            std::string::npos);
+  EXPECT_NE(refusal("2023-11-16 18:17:03.98,+4,10\n").find("ContextTokens must be a positive"),
+            std::string::npos);
+  // The largest that fits is kept as it is (the serving loop decides what is too long).
+  const auto trace = parse_azure_trace(
+      std::string(kHeader) + "2023-11-16 18:17:03.98,2147483647,0\n", "t.csv");
+  ASSERT_EQ(trace.size(), 1u);
+  EXPECT_EQ(trace[0].prompt_tokens, 2147483647);
+}
+
+TEST(RequestTrace, EchoedTextIsEscapedAndShortened) {
+  const std::string line = "2023-11-16 18:17:03.98,4," + std::string(5'000'000, '7') + "x";
+  const std::string long_field = refusal(line + "\n");
+  EXPECT_LT(long_field.size(), 250u) << long_field.substr(0, 300);
+  EXPECT_NE(long_field.find("GeneratedTokens must be a non-negative integer, got '7777"),
+            std::string::npos);
+  EXPECT_NE(long_field.find("…' (5000001 bytes)"), std::string::npos) << long_field;
+  const std::string long_line = refusal(std::string(5'000'000, ',') + "\n");
+  EXPECT_LT(long_line.size(), 250u);
+  EXPECT_NE(long_line.find("t.csv:2: expected 3 comma-separated fields, got ',,,"),
+            std::string::npos);
+  EXPECT_EQ(refusal("2023-11-16 18:17:03.98,4,1\x07\x1b[2J\n"),
+            "t.csv:2: GeneratedTokens must be a non-negative integer, got '1\\x07\\x1B[2J'");
+  EXPECT_EQ(refusal("2023-11-16\t18:17:03.98,4,1\n"),
+            "t.csv:2: TIMESTAMP '2023-11-16\\t18:17:03.98' is not 'YYYY-MM-DD HH:MM:SS.fffffff'");
+  try {
+    (void)parse_azure_trace(std::string("TIMESTAMP\0,\xff\n", 13), "t.csv");
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("got 'TIMESTAMP\\x00,\\xFF'"), std::string::npos) << e.message();
+  }
+}
+
+TEST(RequestTrace, AByteOrderMarkBeforeTheHeaderIsSkipped) {
+  const auto trace = parse_azure_trace(
+      "\xEF\xBB\xBF" + std::string(kHeader) + "2023-11-16 18:17:03.98,4,1\n", "t.csv");
+  EXPECT_EQ(trace.size(), 1u);
+}
+
+TEST(RequestTrace, OnlyRegularFilesOfBoundedSizeAreRead) {
+  for (const char* path : {"/dev/zero", "/dev/null", "/"}) {
+    try {
+      (void)load_azure_trace(path);
+      ADD_FAILURE() << "read " << path;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << path;
+      EXPECT_NE(e.message().find(std::string("trace file '") + path + "' is a "), std::string::npos)
+          << e.message();
+      EXPECT_NE(e.message().find("not a regular file"), std::string::npos) << e.message();
+    }
+  }
+  // A sparse file: its size is refused before anything is read.
+  const std::filesystem::path big = std::filesystem::temp_directory_path() /
+                                    ("ff_big_trace_" + std::to_string(::getpid()) + ".csv");
+  { std::ofstream(big) << kHeader; }
+  std::filesystem::resize_file(big, std::uintmax_t(300) << 20);
+  try {
+    (void)load_azure_trace(big.string());
+    ADD_FAILURE() << "read a 300 MiB trace";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("is 314572800 bytes (300.00 MiB), more than the 256.00 MiB a "
+                               "trace file may be"),
+              std::string::npos)
+        << e.message();
+  }
+  std::filesystem::remove(big);
+  try {
+    (void)load_azure_trace("/nonexistent/trace.csv");
+    ADD_FAILURE() << "read a missing file";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    EXPECT_NE(e.message().find("/nonexistent/trace.csv"), std::string::npos);
+  }
+}
+
+TEST(RequestTrace, ReadsTheFixturesCutFromTheAzureTraces) {
+  for (const char* name : {"azure_code_head.csv", "azure_conv_head.csv"}) {
+    const auto trace =
+        load_azure_trace(std::string(FREEZEFRAME_SOURCE_DIR) + "/tests/traces/" + name);
+    ASSERT_EQ(trace.size(), 200u) << name;
+    EXPECT_DOUBLE_EQ(trace[0].arrival_s, 0.0);
+    EXPECT_GT(trace.back().arrival_s, 10.0) << name;
+    for (const TraceRequest& r : trace) EXPECT_GT(r.prompt_tokens, 0);
+  }
 }
 
 TEST(RequestTrace, ReadsTheAzureCodeTrace) {

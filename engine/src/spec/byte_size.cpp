@@ -43,7 +43,11 @@ std::optional<std::int64_t> parse_byte_size(std::string_view text) {
     }
   }
   if (scale == 1 && number.find('.') != std::string::npos) return std::nullopt;  // "1.5" bytes
-  const double value = std::stod(number) * scale;
+  // from_chars, not stod: hundreds of digits are "not a size", not an out_of_range exception.
+  double mantissa = 0;
+  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), mantissa);
+  if (ec != std::errc() || end != number.data() + number.size()) return std::nullopt;
+  const double value = mantissa * scale;
   if (!std::isfinite(value) || value > 4.6e18) return std::nullopt;
   return static_cast<std::int64_t>(value);
 }

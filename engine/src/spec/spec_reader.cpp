@@ -1,9 +1,13 @@
 #include "spec/spec_reader.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <sstream>
+
+#include "freezeframe/core/printable.h"
 
 namespace freezeframe::spec_detail {
 
@@ -23,23 +27,56 @@ int edit_distance(std::string_view a, std::string_view b) {
 }
 
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {
+  // A typo changes a few characters; beyond a third of the word it is probably something else.
+  const std::size_t length = std::min<std::size_t>(word.size(), 1 << 20);
+  const int limit = std::max(2, static_cast<int>(length / 3));
   std::string best;
   int best_distance = 0;
   for (const std::string& c : candidates) {
+    // The distance is at least the difference in length.
+    const std::size_t gap = std::max(word.size(), c.size()) - std::min(word.size(), c.size());
+    if (gap > static_cast<std::size_t>(limit)) continue;
     const int d = edit_distance(word, c);
     if (best.empty() || d < best_distance) {
       best = c;
       best_distance = d;
     }
   }
-  // A typo changes a few characters; beyond a third of the word it is probably something else.
-  const int limit = std::max<int>(2, static_cast<int>(word.size()) / 3);
-  return best_distance <= limit ? best : std::string();
+  return !best.empty() && best_distance <= limit ? best : std::string();
 }
 
 std::string join_path(std::string_view parent, std::string_view key) {
-  if (parent.empty()) return std::string(key);
-  return std::string(parent) + "." + std::string(key);
+  if (parent.empty()) return printable(key);
+  return std::string(parent) + "." + printable(key);
+}
+
+std::optional<double> parse_yaml_number(std::string_view text, bool& out_of_range) {
+  out_of_range = false;
+  bool negative = false;
+  if (!text.empty() && (text.front() == '+' || text.front() == '-')) {
+    negative = text.front() == '-';
+    text.remove_prefix(1);
+  }
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  for (std::string_view inf : {".inf", ".Inf", ".INF"}) {
+    if (text == inf) return negative ? -kInf : kInf;
+  }
+  for (std::string_view nan : {".nan", ".NaN", ".NAN"}) {
+    if (text == nan) return std::numeric_limits<double>::quiet_NaN();
+  }
+  // Digits only: from_chars would also take "inf", "nan" and hexadecimal-looking text.
+  if (text.empty() || text.find_first_not_of("0123456789.eE+-") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (end != text.data() + text.size()) return std::nullopt;
+  if (ec == std::errc::result_out_of_range) {
+    out_of_range = true;
+    return std::nullopt;
+  }
+  if (ec != std::errc()) return std::nullopt;
+  return negative ? -value : value;
 }
 
 SpecLocation SpecReader::location(const YAML::Node& node) const {
@@ -49,6 +86,7 @@ SpecLocation SpecReader::location(const YAML::Node& node) const {
 }
 
 void SpecReader::problem_at(const SpecLocation& at, std::string_view path, std::string message) {
+  if (++problem_count_ > kMaxKeptProblems) return;
   std::ostringstream text;
   text << at.file;
   if (at.line > 0) text << ':' << at.line << ':' << at.column;
@@ -92,7 +130,7 @@ void SpecReader::check_keys(const YAML::Node& map, std::string_view path,
       continue;
     }
     if (std::find(names.begin(), names.end(), name) != names.end()) continue;
-    std::string message = "unknown key '" + name + "'";
+    std::string message = "unknown key " + quote(name);
     if (const std::string hint = closest_match(name, names); !hint.empty()) {
       message += "; did you mean '" + hint + "'?";
     } else {
@@ -128,7 +166,14 @@ std::optional<std::int64_t> SpecReader::as_int(const YAML::Node& node, std::stri
   try {
     value = node.as<std::int64_t>();
   } catch (const YAML::Exception&) {
-    problem(node, path, "expected an integer, got '" + node.Scalar() + "'");
+    const std::string& text = node.Scalar();
+    const std::size_t digits = text.find_first_not_of("+-") == 1 ? 1 : 0;
+    if (text.size() > digits && text.find_first_not_of("0123456789", digits) == std::string::npos) {
+      problem(node, path, "must be in [" + std::to_string(min) + ", " + std::to_string(max) +
+                              "], got " + quote(text) + " (past the 64-bit integers)");
+    } else {
+      problem(node, path, "expected an integer, got " + quote(text));
+    }
     return std::nullopt;
   }
   if (value < min || value > max) {
@@ -147,29 +192,49 @@ std::optional<std::int64_t> SpecReader::read_int(const YAML::Node& map, std::str
   return as_int(node, join_path(path, key), min, max);
 }
 
-std::optional<double> SpecReader::read_number(const YAML::Node& map, std::string_view key,
-                                              std::string_view path, double min, double max,
-                                              bool min_exclusive) {
+std::optional<double> SpecReader::read_float(const YAML::Node& map, std::string_view key,
+                                             std::string_view path, double min, double max,
+                                             bool min_exclusive) {
   const YAML::Node node = child(map, key);
   if (!node.IsDefined()) return std::nullopt;
   const std::string full = join_path(path, key);
   remember(full, node);
   if (!node.IsScalar()) {
-    problem(node, full, "expected a number");
+    problem(node, full, std::string("expected a number, got a ") +
+                            (node.IsSequence() ? "list" : "mapping"));
     return std::nullopt;
   }
-  double value = 0;
-  try {
-    value = node.as<double>();
-  } catch (const YAML::Exception&) {
-    problem(node, full, "expected a number, got '" + node.Scalar() + "'");
+  std::ostringstream range;
+  range << (min_exclusive ? "(" : "[") << min << ", " << max << "]";
+  bool out_of_range = false;
+  const std::optional<double> value = parse_yaml_number(node.Scalar(), out_of_range);
+  if (out_of_range) {
+    problem(node, full, "must be a finite number in " + range.str() + ", got " +
+                            quote(node.Scalar()) + ", which is past what a double holds");
     return std::nullopt;
   }
-  const bool below = min_exclusive ? !(value > min) : !(value >= min);
-  if (!std::isfinite(value) || below || value > max) {
-    std::ostringstream range;
-    range << (min_exclusive ? "(" : "[") << min << ", " << max << "]";
-    problem(node, full, "must be a finite number in " + range.str() + ", got " + node.Scalar());
+  if (!value) {
+    problem(node, full, "expected a number, got " + quote(node.Scalar()));
+    return std::nullopt;
+  }
+  const bool below = min_exclusive ? !(*value > min) : !(*value >= min);
+  if (!std::isfinite(*value) || below || *value > max) {
+    problem(node, full, "must be a finite number in " + range.str() + ", got " +
+                            printable(node.Scalar()));
+    return std::nullopt;
+  }
+  // The value is kept as a float: one that would become zero, a denormal or infinity there
+  // is refused rather than silently changed.
+  const double magnitude = std::fabs(*value);
+  if (magnitude != 0 && (magnitude < std::numeric_limits<float>::min() ||
+                         magnitude > std::numeric_limits<float>::max())) {
+    std::ostringstream limits;
+    limits << (magnitude < 1 ? "smaller than the smallest normal 32-bit float, "
+                             : "larger than the largest 32-bit float, ")
+           << (magnitude < 1 ? std::numeric_limits<float>::min()
+                             : std::numeric_limits<float>::max());
+    problem(node, full, "got " + printable(node.Scalar()) + ", " + limits.str() +
+                            " (write 0 for none, or a value the float holds)");
     return std::nullopt;
   }
   return value;
@@ -185,8 +250,9 @@ std::optional<bool> SpecReader::read_bool(const YAML::Node& map, std::string_vie
     if (node.IsScalar()) return node.as<bool>();
   } catch (const YAML::Exception&) {
   }
-  problem(node, full, "expected true or false, got '" + (node.IsScalar() ? node.Scalar() : "") +
-                          "'");
+  problem(node, full, "expected true or false, got " +
+                          (node.IsScalar() ? quote(node.Scalar())
+                                           : node.IsSequence() ? "a list" : "a mapping"));
   return std::nullopt;
 }
 
@@ -197,7 +263,8 @@ std::optional<std::string> SpecReader::read_string(const YAML::Node& map, std::s
   const std::string full = join_path(path, key);
   remember(full, node);
   if (!node.IsScalar()) {
-    problem(node, full, "expected a string");
+    problem(node, full, std::string("expected a string, got a ") +
+                            (node.IsSequence() ? "list" : "mapping"));
     return std::nullopt;
   }
   return node.Scalar();
@@ -211,7 +278,7 @@ std::optional<std::string> SpecReader::read_choice(const YAML::Node& map, std::s
   if (std::find(options.begin(), options.end(), *value) != options.end()) return value;
   std::string list;
   for (const std::string& o : options) (list += list.empty() ? "" : ", ") += o;
-  std::string message = "expected one of " + list + "; got '" + *value + "'";
+  std::string message = "expected one of " + list + "; got " + quote(*value);
   if (const std::string hint = closest_match(*value, options); !hint.empty()) {
     message += " (did you mean '" + hint + "'?)";
   }

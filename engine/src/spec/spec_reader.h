@@ -18,7 +18,8 @@ namespace freezeframe::spec_detail {
 
 /// Levenshtein distance (insert, delete, substitute; each costs 1).
 [[nodiscard]] int edit_distance(std::string_view a, std::string_view b);
-/// The candidate closest to `word`, when close enough to be a likely typo; else empty.
+/// The candidate closest to `word`, when close enough to be a likely typo; else empty. Cheap
+/// for a long word: candidates whose length alone rules them out are not compared.
 [[nodiscard]] std::string closest_match(std::string_view word,
                                         const std::vector<std::string>& candidates);
 
@@ -27,9 +28,14 @@ class SpecReader {
   SpecReader(EngineSpec& spec, std::string file) : spec_(spec), file_(std::move(file)) {}
 
   [[nodiscard]] SpecLocation location(const YAML::Node& node) const;
+  /// The most problems kept (the rest are counted): a spec with thousands of mistakes still
+  /// gets a message of a readable size.
+  static constexpr std::size_t kMaxKeptProblems = 100;
+
   void problem(const YAML::Node& at, std::string_view path, std::string message);
   void problem_at(const SpecLocation& at, std::string_view path, std::string message);
   [[nodiscard]] const std::vector<std::string>& problems() const { return problems_; }
+  [[nodiscard]] std::size_t problem_count() const { return problem_count_; }
   void remember(std::string_view path, const YAML::Node& node);
 
   /// True when `node` is a mapping; otherwise reports "expected a mapping" (unless undefined).
@@ -43,9 +49,11 @@ class SpecReader {
 
   std::optional<std::int64_t> read_int(const YAML::Node& map, std::string_view key,
                                        std::string_view path, std::int64_t min, std::int64_t max);
-  std::optional<double> read_number(const YAML::Node& map, std::string_view key,
-                                    std::string_view path, double min, double max,
-                                    bool min_exclusive = false);
+  /// A number kept as a 32-bit float: besides the range, a nonzero value must be a normal
+  /// float (neither rounded to zero or a denormal nor past the largest float).
+  std::optional<double> read_float(const YAML::Node& map, std::string_view key,
+                                   std::string_view path, double min, double max,
+                                   bool min_exclusive = false);
   std::optional<bool> read_bool(const YAML::Node& map, std::string_view key,
                                 std::string_view path);
   std::optional<std::string> read_string(const YAML::Node& map, std::string_view key,
@@ -65,8 +73,14 @@ class SpecReader {
   EngineSpec& spec_;
   std::string file_;
   std::vector<std::string> problems_;
+  std::size_t problem_count_ = 0;
 };
 
+/// "parent.key", with the key (text from the file) made printable.
 [[nodiscard]] std::string join_path(std::string_view parent, std::string_view key);
+
+/// A YAML number: decimal or exponent notation, an optional sign, and YAML's .inf and .nan.
+/// `out_of_range` is set when the value is past what a double holds (or underflows).
+[[nodiscard]] std::optional<double> parse_yaml_number(std::string_view text, bool& out_of_range);
 
 }  // namespace freezeframe::spec_detail

@@ -23,7 +23,9 @@ struct TraceOptions {
 };
 
 /// Reads a trace file. Throws kNotFound when it cannot be opened and kInvalidArgument naming
-/// the file and line of the first malformed row.
+/// the file and line of the first malformed row (a field that is not a number, a date or time
+/// that does not exist, a token count past 32 bits), or for a file that is not a regular file
+/// or is over 256 MiB.
 [[nodiscard]] std::vector<TraceRequest> load_azure_trace(const std::string& path,
                                                          const TraceOptions& options = {});
 /// The same from text; `source` names it in messages.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "freezeframe/backends/attention_type.h"
+#include "freezeframe/backends/registry.h"
 #include "freezeframe/core/dtype.h"
 #include "freezeframe/graphs/capture_sizes.h"
 #include "freezeframe/graphs/graph_mode.h"
@@ -144,10 +145,15 @@ struct EngineSpec {
 };
 
 
-/// Reads and validates a spec file. Throws kInvalidArgument listing every problem found, each
-/// as "file:line:column: path: message"; kNotFound when the file cannot be read.
-[[nodiscard]] EngineSpec load_spec(const std::string& path);
+/// Reads and validates a spec file; backend names are looked up in `registry`. Throws
+/// kInvalidArgument listing the problems found, each as "file:line:column: path: message"
+/// (also for a file that is not a regular file or is over 1 MiB); kNotFound when the file
+/// cannot be read.
+[[nodiscard]] EngineSpec load_spec(const std::string& path,
+                                   const BackendRegistry& registry = BackendRegistry::global());
 /// The same from text; `source_name` stands for the file name in messages.
-[[nodiscard]] EngineSpec parse_spec(std::string_view yaml, std::string_view source_name = "<string>");
+[[nodiscard]] EngineSpec parse_spec(std::string_view yaml,
+                                    std::string_view source_name = "<string>",
+                                    const BackendRegistry& registry = BackendRegistry::global());
 
 }  // namespace freezeframe
