@@ -7,8 +7,8 @@
 #include <string>
 
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/spec/input_file.h"
 #include "freezeframe/core/printable.h"
+#include "freezeframe/engine/spec/input_file.h"
 
 namespace freezeframe {
 namespace {
@@ -80,8 +80,8 @@ std::string parse_timestamp(std::string_view s, double& seconds) {
       scale /= 10;
     }
   }
-  seconds = static_cast<double>(days_from_civil(year, static_cast<unsigned>(month),
-                                                static_cast<unsigned>(day))) *
+  seconds = static_cast<double>(
+                days_from_civil(year, static_cast<unsigned>(month), static_cast<unsigned>(day))) *
                 86400.0 +
             hour * 3600.0 + minute * 60.0 + sec + fraction;
   return {};
@@ -106,8 +106,8 @@ std::vector<TraceRequest> parse_azure_trace(std::string_view csv, std::string_vi
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line_no == 1) {
-      FF_CHECK(line == kHeader, ErrorCode::kInvalidArgument, source,
-               ":1: expected the header '", kHeader, "', got ", quote(line));
+      FF_CHECK(line == kHeader, ErrorCode::kInvalidArgument, source, ":1: expected the header '",
+               kHeader, "', got ", quote(line));
       continue;
     }
     if (line.empty()) continue;
@@ -131,9 +131,9 @@ std::vector<TraceRequest> parse_azure_trace(std::string_view csv, std::string_vi
       FF_CHECK(ok || too_large, ErrorCode::kInvalidArgument, source, ":", line_no, ": ", field,
                " must be ", min > 0 ? "a positive" : "a non-negative", " integer, got ",
                quote(text));
-      FF_CHECK(!too_large && value <= kMaxCount, ErrorCode::kInvalidArgument, source, ":",
-               line_no, ": ", field, " ", printable(text),
-               " is more than a 32-bit token count holds (", kMaxCount, ")");
+      FF_CHECK(!too_large && value <= kMaxCount, ErrorCode::kInvalidArgument, source, ":", line_no,
+               ": ", field, " ", printable(text), " is more than a 32-bit token count holds (",
+               kMaxCount, ")");
       FF_CHECK(value >= min, ErrorCode::kInvalidArgument, source, ":", line_no, ": ", field,
                " must be a positive integer, got ", value);
       return value;

@@ -20,7 +20,10 @@ TEST(Printable, EscapesWhatWouldBreakAMessage) {
   EXPECT_EQ(printable("\xc0\xaf"), "\\xC0\\xAF") << "an overlong '/'";
   EXPECT_EQ(printable("\xed\xa0\x80"), "\\xED\\xA0\\x80") << "a surrogate";
   EXPECT_EQ(printable("\xc2\x85"), "\\xC2\\x85") << "NEL, a C1 control";
-  EXPECT_EQ(printable("a\xe2\x80\xae" "b"), "a\\xE2\\x80\\xAEb") << "right-to-left override";
+  EXPECT_EQ(printable("a\xe2\x80\xae"
+                      "b"),
+            "a\\xE2\\x80\\xAEb")
+      << "right-to-left override";
   EXPECT_EQ(printable("\xef\xbb\xbfx"), "\\xEF\\xBB\\xBFx") << "byte order mark";
 }
 

@@ -41,16 +41,17 @@ std::string message_of(const std::string& yaml) {
   return {};
 }
 
-#define EXPECT_CONTAINS(text, fragment)                                 \
-  EXPECT_NE((text).find(fragment), std::string::npos) << "expected: " \
-                                                      << (fragment) << "\ngot: " << (text)
+#define EXPECT_CONTAINS(text, fragment)               \
+  EXPECT_NE((text).find(fragment), std::string::npos) \
+      << "expected: " << (fragment) << "\ngot: " << (text)
 
 TEST(SpecInput, AHugeCaptureSizeListIsRefusedWithoutReadingIt) {
   std::string list = "cuda_graphs:\n  capture_sizes: [";
   for (int i = 0; i < 450'000; ++i) list += (i ? ", " : "") + std::to_string(i % 8192 + 1);
   const std::string msg = message_of(kTiny + list + "]\n");
-  EXPECT_CONTAINS(msg, "inline.yaml:11:18: cuda_graphs.capture_sizes: lists 450000 sizes, more "
-                       "than the 1024 a spec may capture");
+  EXPECT_CONTAINS(msg,
+                  "inline.yaml:11:18: cuda_graphs.capture_sizes: lists 450000 sizes, more "
+                  "than the 1024 a spec may capture");
   EXPECT_CONTAINS(msg, "has 1 problem:");
 }
 
@@ -64,8 +65,9 @@ TEST(SpecInput, ALongAscendingCaptureSizeListIsAccepted) {
   const std::string msg = message_of(kTiny + std::string("cuda_graphs:\n  capture_sizes: [1, 8, "
                                                          "8, 4, 16]\n"));
   EXPECT_CONTAINS(msg, "cuda_graphs.capture_sizes[2]: capture size 8 is duplicated");
-  EXPECT_CONTAINS(msg, "cuda_graphs.capture_sizes[3]: capture sizes must be sorted ascending: 4 "
-                       "comes after 8");
+  EXPECT_CONTAINS(msg,
+                  "cuda_graphs.capture_sizes[3]: capture sizes must be sorted ascending: 4 "
+                  "comes after 8");
 }
 
 TEST(SpecInput, OtherListsAreBoundedToo) {
@@ -95,12 +97,14 @@ TEST(SpecInput, FloatFieldsMustHoldInAFloat) {
                                                          "  layers:\n"
                                                          "    - layers: 1\n"
                                                          "      logits_soft_cap: -1e-45\n"));
-  EXPECT_CONTAINS(msg, "inline.yaml:10:15: model.rope_theta: got 1e-50, smaller than the "
-                       "smallest normal 32-bit float, 1.17549e-38");
+  EXPECT_CONTAINS(msg,
+                  "inline.yaml:10:15: model.rope_theta: got 1e-50, smaller than the "
+                  "smallest normal 32-bit float, 1.17549e-38");
   EXPECT_CONTAINS(msg, "inline.yaml:11:17: model.rms_norm_eps: got 1e-50, smaller than");
   EXPECT_CONTAINS(msg, "inline.yaml:13:22: model.attention.logits_soft_cap: got 1e-50");
-  EXPECT_CONTAINS(msg, "inline.yaml:16:24: model.layers[0].logits_soft_cap: must be a finite "
-                       "number in [0, 1e+06], got -1e-45");
+  EXPECT_CONTAINS(msg,
+                  "inline.yaml:16:24: model.layers[0].logits_soft_cap: must be a finite "
+                  "number in [0, 1e+06], got -1e-45");
   // Past a double, and the denormal range of a float.
   EXPECT_CONTAINS(message_of(kTiny + std::string("  rms_norm_eps: 1e-400\n")),
                   "model.rms_norm_eps: must be a finite number in (0, 1], got '1e-400', which is "
@@ -125,9 +129,10 @@ TEST(SpecInput, FloatFieldsMustHoldInAFloat) {
   EXPECT_CONTAINS(message_of(kTiny + std::string("cache:\n  memory_budget: 1e-400\n")),
                   "cache.memory_budget: expected a fraction of device memory in (0, 1] or a size "
                   "such as 70GiB, got '1e-400'");
-  EXPECT_CONTAINS(message_of(kTiny + std::string("cache:\n  memory_budget: " +
-                                                 std::string(400, '9') + "GiB\n")),
-                  "cache.memory_budget: expected a fraction");
+  EXPECT_CONTAINS(
+      message_of(kTiny +
+                 std::string("cache:\n  memory_budget: " + std::string(400, '9') + "GiB\n")),
+      "cache.memory_budget: expected a fraction");
 }
 
 TEST(SpecInput, IntegersPast64BitsAreOutOfRange) {
@@ -156,10 +161,11 @@ TEST(SpecInput, EchoedTextIsEscapedAndShortened) {
   const std::string msg = message_of(kTiny + std::string("  \"na\\ame\\nx\": 1\n"
                                                          "  dtype: \"bf\\x1b[31m16\"\n"));
   EXPECT_CONTAINS(msg, "inline.yaml:10:3: model.na\\x07me\\nx: unknown key 'na\\x07me\\nx'");
-  EXPECT_CONTAINS(msg, "model.dtype: expected one of bf16, f16, f32, bfloat16, float16, float32; "
-                       "got 'bf\\x1B[31m16'");
-  const std::string long_value = message_of(kTiny + std::string("  dtype: ") +
-                                            std::string(5000, 'b') + "\n");
+  EXPECT_CONTAINS(msg,
+                  "model.dtype: expected one of bf16, f16, f32, bfloat16, float16, float32; "
+                  "got 'bf\\x1B[31m16'");
+  const std::string long_value =
+      message_of(kTiny + std::string("  dtype: ") + std::string(5000, 'b') + "\n");
   EXPECT_CONTAINS(long_value, "got '" + std::string(80, 'b') + "…' (5000 bytes)");
   EXPECT_LT(long_value.size(), 400u);
   // YAML keeps implicit keys under 1024 characters; an explicit key ("? key") may be longer.
@@ -179,8 +185,8 @@ TEST(SpecInput, EchoedTextIsEscapedAndShortened) {
 }
 
 TEST(SpecInput, DeepNestingIsASyntaxError) {
-  const std::string msg = message_of("model: " + std::string(100'000, '[') +
-                                     std::string(100'000, ']') + "\n");
+  const std::string msg =
+      message_of("model: " + std::string(100'000, '[') + std::string(100'000, ']') + "\n");
   EXPECT_CONTAINS(msg, "inline.yaml:1:");
   EXPECT_CONTAINS(msg, "YAML syntax error: nested too deeply");
 }
@@ -193,9 +199,9 @@ TEST(SpecInput, ASequenceNeedsTwoPositions) {
                   "sequence holds at least one prompt token and one generated token), got 1");
   EXPECT_CONTAINS(message_of(kTiny + std::string("scheduler:\n  max_model_len: 1\n")),
                   "inline.yaml:11:18: scheduler.max_model_len: must be at least 2");
-  EXPECT_EQ(parse_spec(kTiny + std::string("scheduler:\n  max_model_len: 2\n"))
-                .scheduler.max_model_len,
-            2);
+  EXPECT_EQ(
+      parse_spec(kTiny + std::string("scheduler:\n  max_model_len: 2\n")).scheduler.max_model_len,
+      2);
 }
 
 TEST(SpecInput, OnlyRegularFilesOfBoundedSizeAreRead) {
@@ -269,9 +275,10 @@ TEST(SpecInput, BackendsAreLookedUpInTheGivenRegistry) {
   const std::string yaml = kTiny + std::string("  attention:\n    backend: house_attention\n");
   const EngineSpec spec = parse_spec(yaml, "inline.yaml", registry);
   EXPECT_EQ(spec.model.layers[3].backend, "house_attention");
-  EXPECT_CONTAINS(message_of(yaml), "inline.yaml:11:14: model.attention.backend: unknown "
-                                    "attention backend 'house_attention'; registered: "
-                                    "paged_decode, reference, reference_mla");
+  EXPECT_CONTAINS(message_of(yaml),
+                  "inline.yaml:11:14: model.attention.backend: unknown "
+                  "attention backend 'house_attention'; registered: "
+                  "paged_decode, reference, reference_mla");
   // The checks against the backend use the registry's backend too.
   std::string odd_head = yaml;
   odd_head.replace(odd_head.find("num_kv_heads: 2"), 15, "head_size: 72");
@@ -286,8 +293,9 @@ TEST(SpecInput, BackendsAreLookedUpInTheGivenRegistry) {
     (void)parse_spec(kTiny, "inline.yaml", registry);
     ADD_FAILURE() << "accepted a default backend the registry lacks";
   } catch (const Error& e) {
-    EXPECT_CONTAINS(e.message(), "model.attention.backend: layers 0..3: the default backend "
-                                 "'reference' is not registered");
+    EXPECT_CONTAINS(e.message(),
+                    "model.attention.backend: layers 0..3: the default backend "
+                    "'reference' is not registered");
   }
   // load_spec takes the registry as well.
   const std::filesystem::path file = std::filesystem::temp_directory_path() /

@@ -52,11 +52,16 @@ TEST(RequestTrace, MalformedRowsNameTheFileAndLine) {
   };
   const Case cases[] = {
       {"TIME,A,B\n", "small.csv:1: expected the header"},
-      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9,10\n", "small.csv:2: expected 3"},
-      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.98,-4,1\n", "small.csv:2: ContextTokens"},
-      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.98,4,x\n", "small.csv:2: GeneratedTokens"},
-      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-16 18:17:03.98,4,1\n", "small.csv:2: TIMESTAMP"},
-      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,4,1\n2023-11-16 18:17:03,4,1\n",
+      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9,10\n",
+       "small.csv:2: expected 3"},
+      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.98,-4,1\n",
+       "small.csv:2: ContextTokens"},
+      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.98,4,x\n",
+       "small.csv:2: GeneratedTokens"},
+      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-16 18:17:03.98,4,1\n",
+       "small.csv:2: TIMESTAMP"},
+      {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04,4,1\n2023-11-16 "
+       "18:17:03,4,1\n",
        "small.csv:3: timestamps must not go backwards"},
   };
   for (const Case& c : cases) {
@@ -116,8 +121,8 @@ TEST(RequestTrace, TokenCountsPast32BitsAreRefusedNotClamped) {
   EXPECT_NE(refusal("2023-11-16 18:17:03.98,+4,10\n").find("ContextTokens must be a positive"),
             std::string::npos);
   // The largest that fits is kept as it is (the serving loop decides what is too long).
-  const auto trace = parse_azure_trace(
-      std::string(kHeader) + "2023-11-16 18:17:03.98,2147483647,0\n", "t.csv");
+  const auto trace =
+      parse_azure_trace(std::string(kHeader) + "2023-11-16 18:17:03.98,2147483647,0\n", "t.csv");
   ASSERT_EQ(trace.size(), 1u);
   EXPECT_EQ(trace[0].prompt_tokens, 2147483647);
 }
@@ -199,10 +204,11 @@ TEST(RequestTrace, ReadsTheFixturesCutFromTheAzureTraces) {
 }
 
 TEST(RequestTrace, ReadsTheAzureCodeTrace) {
-  const std::filesystem::path path =
-      std::filesystem::path(FREEZEFRAME_SOURCE_DIR) / ".." / "shared" / "data" / "traces" /
-      "AzureLLMInferenceTrace_code.csv";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "the Azure traces are not beside the checkout: " << path;
+  const std::filesystem::path path = std::filesystem::path(FREEZEFRAME_SOURCE_DIR) / ".." /
+                                     "shared" / "data" / "traces" /
+                                     "AzureLLMInferenceTrace_code.csv";
+  if (!std::filesystem::exists(path))
+    GTEST_SKIP() << "the Azure traces are not beside the checkout: " << path;
   const auto trace = load_azure_trace(path.string());
   ASSERT_EQ(trace.size(), 8819u);
   EXPECT_EQ(trace[0].prompt_tokens, 4808);

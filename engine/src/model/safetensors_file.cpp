@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "freezeframe/core/error.h"
+#include "freezeframe/core/printable.h"
 #include "model/host_half.h"
 
 namespace freezeframe {
@@ -34,22 +35,6 @@ std::uint64_t dtype_bytes(const std::string& dtype) {
     return 1;
   }
   return 0;
-}
-
-/// The text of `s` for a message: at most 80 characters, control characters escaped.
-std::string shown(std::string_view s) {
-  std::string out;
-  for (const char c : s.substr(0, 80)) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  if (s.size() > 80) out += "...";
-  return out;
 }
 
 }  // namespace
@@ -118,7 +103,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
         }
         continue;
       }
-      const std::string who = path + ": tensor '" + shown(name) + "'";
+      const std::string who = path + ": tensor '" + printable(name) + "'";
       FF_CHECK(v.IsMap() && v["dtype"] && v["shape"] && v["data_offsets"] &&
                    v["shape"].IsSequence() && v["data_offsets"].IsSequence() &&
                    v["data_offsets"].size() == 2,
@@ -127,7 +112,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
       t.name = name;
       t.dtype = v["dtype"].as<std::string>();
       const std::uint64_t element_bytes = dtype_bytes(t.dtype);
-      FF_CHECK(element_bytes > 0, E::kInvalidArgument, who, ": unknown dtype '", shown(t.dtype),
+      FF_CHECK(element_bytes > 0, E::kInvalidArgument, who, ": unknown dtype '", printable(t.dtype),
                "'");
       std::uint64_t elements = 1;
       for (const auto& d : v["shape"]) {
@@ -159,8 +144,8 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
             [](const auto* a, const auto* b) { return a->offset < b->offset; });
   for (std::size_t i = 1; i < order.size(); ++i) {
     FF_CHECK(order[i - 1]->offset + order[i - 1]->bytes <= order[i]->offset, E::kInvalidArgument,
-             path, ": tensors '", shown(order[i - 1]->name), "' and '", shown(order[i]->name),
-             "' overlap");
+             path, ": tensors '", printable(order[i - 1]->name), "' and '",
+             printable(order[i]->name), "' overlap");
   }
   return file;
 }
@@ -174,7 +159,7 @@ const SafetensorsTensor* SafetensorsFile::find_tensor(std::string_view name) con
 
 const SafetensorsTensor& SafetensorsFile::tensor(std::string_view name) const {
   const SafetensorsTensor* t = find_tensor(name);
-  FF_CHECK(t != nullptr, E::kNotFound, path_, ": no tensor '", shown(name), "'");
+  FF_CHECK(t != nullptr, E::kNotFound, path_, ": no tensor '", printable(name), "'");
   return *t;
 }
 
@@ -259,8 +244,8 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& path) {
   }
   for (const auto& [tensor, shard] : wanted) {
     FF_CHECK(shard.find('/') == std::string::npos && shard != ".." && !shard.empty(),
-             E::kInvalidArgument, p.string(), ": tensor '", shown(tensor), "' names shard '",
-             shown(shard), "', not a file beside the index");
+             E::kInvalidArgument, p.string(), ": tensor '", printable(tensor), "' names shard '",
+             printable(shard), "', not a file beside the index");
     if (shard_index.emplace(shard, c.files_.size()).second) {
       c.files_.push_back(SafetensorsFile::open((p.parent_path() / shard).string()));
     }
@@ -268,16 +253,16 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& path) {
   for (std::size_t f = 0; f < c.files_.size(); ++f) {
     for (const SafetensorsTensor& t : c.files_[f].tensors()) {
       const auto [it, added] = c.where_.emplace(t.name, f);
-      FF_CHECK(added, E::kInvalidArgument, p.string(), ": tensor '", shown(t.name), "' is in both ",
-               c.files_[it->second].path(), " and ", c.files_[f].path());
+      FF_CHECK(added, E::kInvalidArgument, p.string(), ": tensor '", printable(t.name),
+               "' is in both ", c.files_[it->second].path(), " and ", c.files_[f].path());
     }
   }
   for (const auto& [tensor, shard] : wanted) {
     const auto it = c.where_.find(tensor);
     FF_CHECK(
         it != c.where_.end() && c.files_[it->second].path() == (p.parent_path() / shard).string(),
-        E::kInvalidArgument, p.string(), ": the index puts tensor '", shown(tensor), "' in ", shard,
-        ", which does not hold it");
+        E::kInvalidArgument, p.string(), ": the index puts tensor '", printable(tensor), "' in ",
+        shard, ", which does not hold it");
   }
   return c;
 }
@@ -291,7 +276,7 @@ SafetensorsCheckpoint::Found SafetensorsCheckpoint::find(std::string_view name) 
 
 SafetensorsCheckpoint::Found SafetensorsCheckpoint::get(std::string_view name) const {
   const Found found = find(name);
-  FF_CHECK(found.file != nullptr, E::kNotFound, path_, ": no tensor '", shown(name), "'");
+  FF_CHECK(found.file != nullptr, E::kNotFound, path_, ": no tensor '", printable(name), "'");
   return found;
 }
 

@@ -5,8 +5,8 @@
 #include <system_error>
 
 #include "freezeframe/core/error.h"
-#include "freezeframe/memory/memory_plan.h"
 #include "freezeframe/core/printable.h"
+#include "freezeframe/memory/memory_plan.h"
 
 namespace freezeframe {
 namespace {
@@ -35,13 +35,12 @@ std::string read_input_file(const std::string& path, std::string_view what,
   const fs::file_status status = fs::status(path, ec);
   FF_CHECK(!ec && fs::exists(status), ErrorCode::kNotFound, "cannot read ", what, " file ", name,
            ec ? ": " + ec.message() : std::string(": no such file"));
-  FF_CHECK(fs::is_regular_file(status), ErrorCode::kInvalidArgument, what, " file ", name,
-           " is ", kind_of(status.type()), ", not a regular file");
+  FF_CHECK(fs::is_regular_file(status), ErrorCode::kInvalidArgument, what, " file ", name, " is ",
+           kind_of(status.type()), ", not a regular file");
   const std::uintmax_t size = fs::file_size(path, ec);
-  FF_CHECK(ec || size <= static_cast<std::uintmax_t>(max_bytes), ErrorCode::kInvalidArgument,
-           what, " file ", name, " is ", size, " bytes (",
-           format_bytes(static_cast<std::int64_t>(size)), "), more than the ",
-           format_bytes(max_bytes), " a ", what, " file may be");
+  FF_CHECK(ec || size <= static_cast<std::uintmax_t>(max_bytes), ErrorCode::kInvalidArgument, what,
+           " file ", name, " is ", size, " bytes (", format_bytes(static_cast<std::int64_t>(size)),
+           "), more than the ", format_bytes(max_bytes), " a ", what, " file may be");
   std::ifstream in(path, std::ios::binary);
   FF_CHECK(in.good(), ErrorCode::kNotFound, "cannot read ", what, " file ", name);
   // The size may be wrong (files under /proc say 0) or change while reading: read at most one
@@ -51,8 +50,8 @@ std::string read_input_file(const std::string& path, std::string_view what,
   while (in) {
     in.read(buffer, sizeof buffer);
     text.append(buffer, static_cast<std::size_t>(in.gcount()));
-    FF_CHECK(static_cast<std::int64_t>(text.size()) <= max_bytes, ErrorCode::kInvalidArgument,
-             what, " file ", name, " holds more than the ", format_bytes(max_bytes), " a ", what,
+    FF_CHECK(static_cast<std::int64_t>(text.size()) <= max_bytes, ErrorCode::kInvalidArgument, what,
+             " file ", name, " holds more than the ", format_bytes(max_bytes), " a ", what,
              " file may be");
   }
   FF_CHECK(!in.bad(), ErrorCode::kInvalidArgument, "cannot read ", what, " file ", name);

@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "freezeframe/core/error.h"
-#include "freezeframe/engine/spec/input_file.h"
 #include "freezeframe/core/printable.h"
+#include "freezeframe/engine/spec/input_file.h"
 #include "spec/spec_parser.h"
 
 namespace freezeframe {
@@ -48,8 +48,9 @@ namespace spec_detail {
 void SpecParser::parse(const YAML::Node& root) {
   root_location_ = r_.location(root);
   if (!root.IsMap()) {
-    r_.problem(root, "", "a spec is a mapping with the sections model, cache, scheduler, "
-                         "cuda_graphs and dcp");
+    r_.problem(root, "",
+               "a spec is a mapping with the sections model, cache, scheduler, "
+               "cuda_graphs and dcp");
     return;
   }
   r_.check_keys(root, "", {"model", "cache", "scheduler", "cuda_graphs", "dcp"});

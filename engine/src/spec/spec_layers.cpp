@@ -44,10 +44,9 @@ void SpecParser::check_layers() {
   } else if (model.is_mla()) {
     model.head_size = model.mla->qk_nope_head_dim + model.mla->qk_rope_head_dim;
   } else if (model.hidden_size % model.num_heads != 0) {
-    problem("model.head_size", "is not given and model.hidden_size " +
-                                   std::to_string(model.hidden_size) +
-                                   " is not divisible by num_heads " +
-                                   std::to_string(model.num_heads));
+    problem("model.head_size",
+            "is not given and model.hidden_size " + std::to_string(model.hidden_size) +
+                " is not divisible by num_heads " + std::to_string(model.num_heads));
     return;
   } else {
     model.head_size = model.hidden_size / model.num_heads;
@@ -109,8 +108,9 @@ void SpecParser::check_layer(int l, const std::string& path) {
   const std::string backend_path = join_path(path, "backend");
   if (!registry_.contains(layer.backend)) {
     // Only a default can get here (a name given in the spec was checked where it was read).
-    layer_problem(backend_path, l, "the default backend '" + layer.backend +
-                                       "' is not registered; name one of the registered ones");
+    layer_problem(backend_path, l,
+                  "the default backend '" + layer.backend +
+                      "' is not registered; name one of the registered ones");
     return;
   }
   const AttentionBackend& backend = registry_.get(layer.backend);
@@ -123,22 +123,23 @@ void SpecParser::check_layer(int l, const std::string& path) {
   }
   const DType cache_dtype = spec_.kv_cache_dtype();
   if (!backend.supports_kv_cache_dtype(cache_dtype)) {
-    layer_problem("cache.dtype", l, "backend '" + layer.backend + "' cannot keep a " +
-                                        std::string(name_of(cache_dtype)) + " KV cache");
+    layer_problem("cache.dtype", l,
+                  "backend '" + layer.backend + "' cannot keep a " +
+                      std::string(name_of(cache_dtype)) + " KV cache");
     return;
   }
-  const int head = model.is_mla() ? model.mla->kv_lora_rank + model.mla->qk_rope_head_dim
-                                  : model.head_size;
+  const int head =
+      model.is_mla() ? model.mla->kv_lora_rank + model.mla->qk_rope_head_dim : model.head_size;
   if (!backend.supports_head_size(head)) {
     std::string list;
     for (int s : backend.supported_head_sizes()) {
       (list += list.empty() ? "" : ", ") += std::to_string(s);
     }
-    layer_problem(model.is_mla() ? "model.mla.kv_lora_rank" : "model.head_size", l,
-                  "backend '" + layer.backend + "' cannot run " +
-                      (model.is_mla() ? "latent size (kv_lora_rank + qk_rope_head_dim) "
-                                      : "head size ") +
-                      std::to_string(head) + "; it supports " + list);
+    layer_problem(
+        model.is_mla() ? "model.mla.kv_lora_rank" : "model.head_size", l,
+        "backend '" + layer.backend + "' cannot run " +
+            (model.is_mla() ? "latent size (kv_lora_rank + qk_rope_head_dim) " : "head size ") +
+            std::to_string(head) + "; it supports " + list);
     return;
   }
   if (layer.kv_sharing_target >= 0) {

@@ -14,8 +14,8 @@ namespace {
 const std::vector<std::string> kAttentionTypes = {"decoder", "encoder", "encoder_only",
                                                   "encoder_decoder"};
 const std::vector<std::string> kMlpKinds = {"gated_silu", "none"};
-const std::vector<std::string> kModelDTypes = {"bf16", "f16", "f32", "bfloat16", "float16",
-                                               "float32"};
+const std::vector<std::string> kModelDTypes = {"bf16",     "f16",     "f32",
+                                               "bfloat16", "float16", "float32"};
 
 MlpKind parse_mlp(const std::string& s) {
   return s == "none" ? MlpKind::kNone : MlpKind::kGatedSilu;
@@ -34,8 +34,8 @@ void SpecParser::parse_model(const YAML::Node& m) {
   r_.check_keys(m, "model",
                 {"name", "num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_size",
                  "intermediate_size", "vocab_size", "tie_word_embeddings", "dtype", "rope_theta",
-                 "rms_norm_eps", "max_position_embeddings", "builtin_weights", "mlp",
-                 "attention", "mla", "layers"});
+                 "rms_norm_eps", "max_position_embeddings", "builtin_weights", "mlp", "attention",
+                 "mla", "layers"});
   ModelSpec& model = spec_.model;
   if (auto v = r_.read_string(m, "name", "model")) model.name = *v;
   auto required_int = [&](std::string_view key, std::int64_t min, std::int64_t max) -> int {
@@ -100,9 +100,9 @@ void SpecParser::parse_model(const YAML::Node& m) {
 }
 
 void SpecParser::parse_attention(const YAML::Node& attention) {
-  r_.check_keys(attention, "model.attention",
-                {"type", "backend", "sliding_window", "sliding_window_pattern", "logits_soft_cap",
-                 "alibi"});
+  r_.check_keys(
+      attention, "model.attention",
+      {"type", "backend", "sliding_window", "sliding_window_pattern", "logits_soft_cap", "alibi"});
   const LayerOverride d = parse_layer_fields(attention, "model.attention");
   defaults_.type = d.type;
   defaults_.backend = d.backend;
@@ -114,13 +114,15 @@ void SpecParser::parse_attention(const YAML::Node& attention) {
   const std::string path = "model.attention.sliding_window_pattern";
   r_.remember(path, pattern);
   if (!pattern.IsSequence() || pattern.size() == 0) {
-    r_.problem(pattern, path, "expected a non-empty list of windows (0 = full attention), "
-                              "applied to the layers in turn");
+    r_.problem(pattern, path,
+               "expected a non-empty list of windows (0 = full attention), "
+               "applied to the layers in turn");
     return;
   }
   if (pattern.size() > static_cast<std::size_t>(kMaxLayers)) {
-    r_.problem(pattern, path, "has " + std::to_string(pattern.size()) + " entries, more than the " +
-                                  std::to_string(kMaxLayers) + " layers a model may have");
+    r_.problem(pattern, path,
+               "has " + std::to_string(pattern.size()) + " entries, more than the " +
+                   std::to_string(kMaxLayers) + " layers a model may have");
     return;
   }
   for (std::size_t i = 0; i < pattern.size(); ++i) {
@@ -133,9 +135,9 @@ void SpecParser::parse_attention(const YAML::Node& attention) {
 }
 
 void SpecParser::parse_mla(const YAML::Node& mla) {
-  r_.check_keys(mla, "model.mla",
-                {"kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
-                 "v_head_dim"});
+  r_.check_keys(
+      mla, "model.mla",
+      {"kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
   MlaSpec spec;
   auto need = [&](std::string_view key) -> int {
     auto v = r_.read_int(mla, key, "model.mla", 1, 4096);
@@ -194,8 +196,9 @@ void SpecParser::parse_layer_overrides(const YAML::Node& list) {
     return;
   }
   if (list.size() > kMaxOverrides) {
-    r_.problem(list, base, "has " + std::to_string(list.size()) + " overrides, more than the " +
-                               std::to_string(kMaxOverrides) + " a spec may have");
+    r_.problem(list, base,
+               "has " + std::to_string(list.size()) + " overrides, more than the " +
+                   std::to_string(kMaxOverrides) + " a spec may have");
     return;
   }
   for (std::size_t i = 0; i < list.size(); ++i) {
@@ -226,8 +229,7 @@ void SpecParser::parse_layer_overrides(const YAML::Node& list) {
   }
 }
 
-std::vector<int> SpecParser::parse_layer_indices(const YAML::Node& which,
-                                                 const std::string& path) {
+std::vector<int> SpecParser::parse_layer_indices(const YAML::Node& which, const std::string& path) {
   // Which layers: an index, a list of indices, or a range "first..last" (inclusive).
   const int num_layers = spec_.model.num_layers;
   const int max_index = num_layers > 0 ? num_layers - 1 : static_cast<int>(kMaxLayers) - 1;
@@ -235,8 +237,9 @@ std::vector<int> SpecParser::parse_layer_indices(const YAML::Node& which,
   r_.remember(path, which);
   if (which.IsSequence()) {
     if (which.size() > static_cast<std::size_t>(kMaxLayers)) {
-      r_.problem(which, path, "lists " + std::to_string(which.size()) + " layers, more than the " +
-                                  std::to_string(kMaxLayers) + " a model may have");
+      r_.problem(which, path,
+                 "lists " + std::to_string(which.size()) + " layers, more than the " +
+                     std::to_string(kMaxLayers) + " a model may have");
       return indices;
     }
     for (std::size_t j = 0; j < which.size(); ++j) {
@@ -254,7 +257,8 @@ std::vector<int> SpecParser::parse_layer_indices(const YAML::Node& which,
     if (!ok || last < first || last > max_index) {
       r_.problem(which, path,
                  "expected a layer index, a list of indices or a range 'first..last' within "
-                 "[0, " + std::to_string(max_index) + "], got " + quote(text));
+                 "[0, " +
+                     std::to_string(max_index) + "], got " + quote(text));
     } else {
       for (int l = first; l <= last; ++l) indices.push_back(l);
     }

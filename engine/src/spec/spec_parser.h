@@ -28,7 +28,7 @@ inline constexpr std::int64_t kMaxLayers = 4096;
 inline constexpr std::int64_t kMaxWidth = 1 << 18;         // hidden_size
 inline constexpr std::int64_t kMaxIntermediate = 1 << 22;  // intermediate_size
 inline constexpr std::int64_t kMaxVocab = 1 << 24;
-inline constexpr std::int64_t kMaxPositions = 1 << 28;     // max_position_embeddings, max_model_len
+inline constexpr std::int64_t kMaxPositions = 1 << 28;  // max_position_embeddings, max_model_len
 inline constexpr std::int64_t kMaxBatchedTokens = 1 << 24;
 // A sequence holds at least a prompt token and a generated one.
 inline constexpr std::int64_t kMinModelLen = 2;
@@ -39,7 +39,7 @@ inline constexpr const char* kMinModelLenReason =
 // cannot make the reader spend time or memory in proportion to a list it will refuse anyway.
 inline constexpr std::size_t kMaxCaptureSizes = 1024;
 inline constexpr std::int64_t kMaxCaptureSize = 8192;  // the default ladder to it has 531 sizes
-inline constexpr std::size_t kMaxOverrides = 4096;  // model.layers entries
+inline constexpr std::size_t kMaxOverrides = 4096;     // model.layers entries
 
 /// The per-layer fields an override may set; unset ones keep the model-wide value.
 struct LayerOverride {

@@ -158,8 +158,8 @@ std::optional<std::int64_t> SpecReader::as_int(const YAML::Node& node, std::stri
                                                std::int64_t min, std::int64_t max) {
   remember(path, node);
   if (!node.IsScalar()) {
-    problem(node, path, "expected an integer, got a " +
-                            std::string(node.IsSequence() ? "list" : "mapping"));
+    problem(node, path,
+            "expected an integer, got a " + std::string(node.IsSequence() ? "list" : "mapping"));
     return std::nullopt;
   }
   std::int64_t value = 0;
@@ -169,16 +169,18 @@ std::optional<std::int64_t> SpecReader::as_int(const YAML::Node& node, std::stri
     const std::string& text = node.Scalar();
     const std::size_t digits = text.find_first_not_of("+-") == 1 ? 1 : 0;
     if (text.size() > digits && text.find_first_not_of("0123456789", digits) == std::string::npos) {
-      problem(node, path, "must be in [" + std::to_string(min) + ", " + std::to_string(max) +
-                              "], got " + quote(text) + " (past the 64-bit integers)");
+      problem(node, path,
+              "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " +
+                  quote(text) + " (past the 64-bit integers)");
     } else {
       problem(node, path, "expected an integer, got " + quote(text));
     }
     return std::nullopt;
   }
   if (value < min || value > max) {
-    problem(node, path, "must be in [" + std::to_string(min) + ", " + std::to_string(max) +
-                            "], got " + std::to_string(value));
+    problem(node, path,
+            "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " +
+                std::to_string(value));
     return std::nullopt;
   }
   return value;
@@ -200,8 +202,8 @@ std::optional<double> SpecReader::read_float(const YAML::Node& map, std::string_
   const std::string full = join_path(path, key);
   remember(full, node);
   if (!node.IsScalar()) {
-    problem(node, full, std::string("expected a number, got a ") +
-                            (node.IsSequence() ? "list" : "mapping"));
+    problem(node, full,
+            std::string("expected a number, got a ") + (node.IsSequence() ? "list" : "mapping"));
     return std::nullopt;
   }
   std::ostringstream range;
@@ -209,8 +211,9 @@ std::optional<double> SpecReader::read_float(const YAML::Node& map, std::string_
   bool out_of_range = false;
   const std::optional<double> value = parse_yaml_number(node.Scalar(), out_of_range);
   if (out_of_range) {
-    problem(node, full, "must be a finite number in " + range.str() + ", got " +
-                            quote(node.Scalar()) + ", which is past what a double holds");
+    problem(node, full,
+            "must be a finite number in " + range.str() + ", got " + quote(node.Scalar()) +
+                ", which is past what a double holds");
     return std::nullopt;
   }
   if (!value) {
@@ -219,8 +222,8 @@ std::optional<double> SpecReader::read_float(const YAML::Node& map, std::string_
   }
   const bool below = min_exclusive ? !(*value > min) : !(*value >= min);
   if (!std::isfinite(*value) || below || *value > max) {
-    problem(node, full, "must be a finite number in " + range.str() + ", got " +
-                            printable(node.Scalar()));
+    problem(node, full,
+            "must be a finite number in " + range.str() + ", got " + printable(node.Scalar()));
     return std::nullopt;
   }
   // The value is kept as a float: one that would become zero, a denormal or infinity there
@@ -233,8 +236,9 @@ std::optional<double> SpecReader::read_float(const YAML::Node& map, std::string_
                              : "larger than the largest 32-bit float, ")
            << (magnitude < 1 ? std::numeric_limits<float>::min()
                              : std::numeric_limits<float>::max());
-    problem(node, full, "got " + printable(node.Scalar()) + ", " + limits.str() +
-                            " (write 0 for none, or a value the float holds)");
+    problem(node, full,
+            "got " + printable(node.Scalar()) + ", " + limits.str() +
+                " (write 0 for none, or a value the float holds)");
     return std::nullopt;
   }
   return value;
@@ -250,9 +254,10 @@ std::optional<bool> SpecReader::read_bool(const YAML::Node& map, std::string_vie
     if (node.IsScalar()) return node.as<bool>();
   } catch (const YAML::Exception&) {
   }
-  problem(node, full, "expected true or false, got " +
-                          (node.IsScalar() ? quote(node.Scalar())
-                                           : node.IsSequence() ? "a list" : "a mapping"));
+  problem(node, full,
+          "expected true or false, got " + (node.IsScalar()     ? quote(node.Scalar())
+                                            : node.IsSequence() ? "a list"
+                                                                : "a mapping"));
   return std::nullopt;
 }
 
@@ -263,8 +268,8 @@ std::optional<std::string> SpecReader::read_string(const YAML::Node& map, std::s
   const std::string full = join_path(path, key);
   remember(full, node);
   if (!node.IsScalar()) {
-    problem(node, full, std::string("expected a string, got a ") +
-                            (node.IsSequence() ? "list" : "mapping"));
+    problem(node, full,
+            std::string("expected a string, got a ") + (node.IsSequence() ? "list" : "mapping"));
     return std::nullopt;
   }
   return node.Scalar();

@@ -54,8 +54,7 @@ class SpecReader {
   std::optional<double> read_float(const YAML::Node& map, std::string_view key,
                                    std::string_view path, double min, double max,
                                    bool min_exclusive = false);
-  std::optional<bool> read_bool(const YAML::Node& map, std::string_view key,
-                                std::string_view path);
+  std::optional<bool> read_bool(const YAML::Node& map, std::string_view key, std::string_view path);
   std::optional<std::string> read_string(const YAML::Node& map, std::string_view key,
                                          std::string_view path);
   /// A string that must be one of `options`; suggests the closest on a miss.

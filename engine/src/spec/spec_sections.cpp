@@ -5,14 +5,14 @@
 #include <string>
 #include <vector>
 
-#include "freezeframe/engine/spec/byte_size.h"
 #include "freezeframe/core/printable.h"
+#include "freezeframe/engine/spec/byte_size.h"
 #include "spec/spec_parser.h"
 
 namespace freezeframe::spec_detail {
 namespace {
 
-const std::vector<std::string> kCacheDTypes = {"auto",     "bf16",     "f16",     "fp8",
+const std::vector<std::string> kCacheDTypes = {"auto",     "bf16",     "f16",      "fp8",
                                                "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"};
 const std::vector<std::string> kSharings = {"across_sizes", "across_layers", "none", "true",
                                             "false"};
@@ -55,8 +55,9 @@ void SpecParser::parse_cache(const YAML::Node& c) {
 }
 
 void SpecParser::parse_scheduler(const YAML::Node& s) {
-  r_.check_keys(s, "scheduler", {"max_num_seqs", "max_num_batched_tokens", "max_model_len",
-                                 "max_prefill_context_tokens"});
+  r_.check_keys(
+      s, "scheduler",
+      {"max_num_seqs", "max_num_batched_tokens", "max_model_len", "max_prefill_context_tokens"});
   SchedulerSpec& sched = spec_.scheduler;
   if (auto v = r_.read_int(s, "max_num_seqs", "scheduler", 1, 1 << 20)) {
     sched.max_num_seqs = static_cast<int>(*v);
@@ -103,15 +104,16 @@ void SpecParser::resolve_scheduler() {
 }
 
 void SpecParser::parse_cuda_graphs(const YAML::Node& g) {
-  r_.check_keys(g, "cuda_graphs", {"mode", "capture_sizes", "max_capture_size", "layer_by_layer",
-                                      "share_piecewise_executables"});
+  r_.check_keys(g, "cuda_graphs",
+                {"mode", "capture_sizes", "max_capture_size", "layer_by_layer",
+                 "share_piecewise_executables"});
   CudaGraphSpec& graphs = spec_.cuda_graphs;
   if (auto v = r_.read_choice(g, "mode", "cuda_graphs", kGraphModes)) {
     graphs.mode = parse_graph_mode(*v).value_or(CudaGraphMode::kFullAndPiecewise);
   }
   if (auto v = r_.read_bool(g, "layer_by_layer", "cuda_graphs")) graphs.layer_by_layer = *v;
   if (auto v = r_.read_choice(g, "share_piecewise_executables", "cuda_graphs", kSharings)) {
-    graphs.piecewise_sharing = *v == "across_layers"            ? PiecewiseSharing::kAcrossLayers
+    graphs.piecewise_sharing = *v == "across_layers"             ? PiecewiseSharing::kAcrossLayers
                                : (*v == "none" || *v == "false") ? PiecewiseSharing::kNone
                                                                  : PiecewiseSharing::kAcrossSizes;
   }
@@ -135,8 +137,9 @@ void SpecParser::resolve_capture_sizes() {
     // Every size is a set of captured graphs: a list longer than this is a mistake, and is
     // refused before its items are read.
     if (node.size() > kMaxCaptureSizes) {
-      r_.problem(node, path, "lists " + std::to_string(node.size()) + " sizes, more than the " +
-                                 std::to_string(kMaxCaptureSizes) + " a spec may capture");
+      r_.problem(node, path,
+                 "lists " + std::to_string(node.size()) + " sizes, more than the " +
+                     std::to_string(kMaxCaptureSizes) + " a spec may capture");
       return;
     }
     if (max_capture_size_) {
@@ -177,9 +180,9 @@ void SpecParser::resolve_capture_sizes() {
     int max_size = std::min(2 * spec_.scheduler.max_num_seqs, 512);
     if (max_capture_size_) {
       if (*max_capture_size_ > max_tokens) {
-        problem("cuda_graphs.max_capture_size",
-                "is " + std::to_string(*max_capture_size_) +
-                    ", above scheduler.max_num_batched_tokens " + std::to_string(max_tokens));
+        problem("cuda_graphs.max_capture_size", "is " + std::to_string(*max_capture_size_) +
+                                                    ", above scheduler.max_num_batched_tokens " +
+                                                    std::to_string(max_tokens));
       }
       max_size = *max_capture_size_;
     }
@@ -203,16 +206,16 @@ void SpecParser::check_dcp() {
   const DcpSpec& dcp = spec_.dcp;
   if (dcp.world_size > 1 && spec_.model.num_heads > 0 &&
       spec_.model.num_heads % dcp.world_size != 0) {
-    problem("dcp.world_size",
-            "must divide model.num_heads " + std::to_string(spec_.model.num_heads) +
-                " (the merged output is scattered back over heads), got " +
-                std::to_string(dcp.world_size));
+    problem("dcp.world_size", "must divide model.num_heads " +
+                                  std::to_string(spec_.model.num_heads) +
+                                  " (the merged output is scattered back over heads), got " +
+                                  std::to_string(dcp.world_size));
   }
   if (spec_.cache.block_size % dcp.interleave_size != 0) {
-    problem("dcp.interleave_size",
-            "must divide cache.block_size " + std::to_string(spec_.cache.block_size) +
-                " (a block holds whole interleave runs), got " +
-                std::to_string(dcp.interleave_size));
+    problem("dcp.interleave_size", "must divide cache.block_size " +
+                                       std::to_string(spec_.cache.block_size) +
+                                       " (a block holds whole interleave runs), got " +
+                                       std::to_string(dcp.interleave_size));
   }
 }
 

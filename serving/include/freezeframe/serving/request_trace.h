@@ -18,7 +18,7 @@ struct TraceRequest {
 };
 
 struct TraceOptions {
-  double time_scale = 1.0;      ///< arrival times are multiplied by this (0.5 = twice the rate)
+  double time_scale = 1.0;       ///< arrival times are multiplied by this (0.5 = twice the rate)
   std::size_t max_requests = 0;  ///< keep the first N requests; 0 = all
 };
 

@@ -44,10 +44,10 @@ struct MlaSpec {
 struct LayerSpec {
   AttentionType attention_type = AttentionType::kDecoder;
   std::string backend = "reference";
-  int sliding_window = 0;         ///< tokens; 0 = full attention
-  float logits_soft_cap = 0.0f;   ///< 0 = off
+  int sliding_window = 0;        ///< tokens; 0 = full attention
+  float logits_soft_cap = 0.0f;  ///< 0 = off
   bool alibi = false;
-  int kv_sharing_target = -1;     ///< ≥ 0: reuse that (earlier) layer's KV cache
+  int kv_sharing_target = -1;  ///< ≥ 0: reuse that (earlier) layer's KV cache
   MlpKind mlp = MlpKind::kGatedSilu;
   int intermediate_size = 0;
 
@@ -59,8 +59,8 @@ struct ModelSpec {
   int num_layers = 0;
   int hidden_size = 0;
   int num_heads = 0;
-  int num_kv_heads = 0;            ///< defaults to num_heads
-  int head_size = 0;               ///< defaults to hidden_size / num_heads
+  int num_kv_heads = 0;  ///< defaults to num_heads
+  int head_size = 0;     ///< defaults to hidden_size / num_heads
   int intermediate_size = 0;
   int vocab_size = 0;
   bool tie_word_embeddings = false;
@@ -68,37 +68,36 @@ struct ModelSpec {
   float rope_theta = 10000.0f;
   float rms_norm_eps = 1e-5f;
   std::int64_t max_position_embeddings = 0;
-  bool builtin_weights = true;     ///< plan the weights of the built-in model
-  std::optional<MlaSpec> mla;      ///< present: every layer is MLA
-  std::vector<LayerSpec> layers;   ///< one per layer, defaults and overrides resolved
+  bool builtin_weights = true;    ///< plan the weights of the built-in model
+  std::optional<MlaSpec> mla;     ///< present: every layer is MLA
+  std::vector<LayerSpec> layers;  ///< one per layer, defaults and overrides resolved
 
   [[nodiscard]] bool is_mla() const { return mla.has_value(); }
 };
 
 /// The budget for the whole arena: a fraction of device memory or a number of bytes.
 struct MemoryBudget {
-  double fraction = 0.9;    ///< used when bytes == 0
-  std::int64_t bytes = 0;   ///< > 0: absolute budget
+  double fraction = 0.9;   ///< used when bytes == 0
+  std::int64_t bytes = 0;  ///< > 0: absolute budget
 
   /// Bytes the arena may use on a device with `device_bytes` of memory.
   [[nodiscard]] std::int64_t resolve(std::int64_t device_bytes) const;
 };
 
 struct CacheSpec {
-  int block_size = 16;                 ///< tokens per KV block
-  std::optional<DType> dtype;          ///< empty = "auto": the model dtype
+  int block_size = 16;         ///< tokens per KV block
+  std::optional<DType> dtype;  ///< empty = "auto": the model dtype
   MemoryBudget memory_budget;
 };
 
 struct SchedulerSpec {
   int max_num_seqs = 256;
   int max_num_batched_tokens = 8192;
-  std::int64_t max_model_len = 0;              ///< defaults to max_position_embeddings
+  std::int64_t max_model_len = 0;  ///< defaults to max_position_embeddings
   /// Σ context of the prefills of one step, for workspaces that expand it (MLA prefill);
   /// 0 = max(max_num_batched_tokens, max_model_len).
   std::int64_t max_prefill_context_tokens = 0;
 };
-
 
 /// Which piecewise graphs share a CUDA executable (each costs device memory; launching a graph
 /// its executable does not hold updates the executable first).
@@ -110,9 +109,9 @@ enum class PiecewiseSharing {
 
 struct CudaGraphSpec {
   CudaGraphMode mode = CudaGraphMode::kFullAndPiecewise;
-  std::vector<int> capture_sizes;   ///< resolved: explicit, or the default ladder (ascending)
+  std::vector<int> capture_sizes;  ///< resolved: explicit, or the default ladder (ascending)
   bool capture_sizes_explicit = false;
-  int max_capture_size = 0;         ///< resolved largest size (0 when mode is none)
+  int max_capture_size = 0;  ///< resolved largest size (0 when mode is none)
   /// Profiling: full graphs as one graph per layer, each replayed inside its own NVTX range
   /// (ranges inside one captured graph are not replayed).
   bool layer_by_layer = false;
@@ -143,7 +142,6 @@ struct EngineSpec {
   /// it, a location with no line names its origin (e.g. "--budget 0.5: path"), else "file: path".
   [[nodiscard]] std::string where(std::string_view path) const;
 };
-
 
 /// Reads and validates a spec file; backend names are looked up in `registry`. Throws
 /// kInvalidArgument listing the problems found, each as "file:line:column: path: message"
