@@ -63,9 +63,13 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
     if (it == backends.end()) it = backends.insert(backends.end(), backend);
     backend_of_layer.push_back(static_cast<int>(it - backends.begin()));
   }
-  s.stager = std::make_unique<StepStager>(
-      staging_layout(s.spec, s.program, s.geometry, current_device_properties()),
-      s.arena.data("staging"), s.geometry, std::move(backends));
+  // The layout the planner sized the staging region by (the same function of the same inputs).
+  StagingLayout layout = staging_layout(s.spec, s.program, s.geometry, current_device_properties());
+  FF_CHECK(static_cast<std::int64_t>(layout.total_bytes) == s.plan.region("staging").bytes,
+           E::kInternal, "the staged image takes ", layout.total_bytes,
+           " bytes; the plan's staging region holds ", s.plan.region("staging").bytes);
+  s.stager = std::make_unique<StepStager>(std::move(layout), s.arena.data("staging"), s.geometry,
+                                          std::move(backends));
   s.runner =
       std::make_unique<ModelRunner>(s.spec, s.geometry, s.program, s.views, s.arena,
                                     std::move(backend_of_layer), std::move(s.options.user_pieces));

@@ -9,14 +9,13 @@
 
 namespace freezeframe {
 
-StepStager::StepStager(const StagingLayout& layout, std::byte* device,
-                       const DeploymentGeometry& geometry,
+StepStager::StepStager(StagingLayout layout, std::byte* device, const DeploymentGeometry& geometry,
                        std::vector<const AttentionBackend*> backends)
-    : layout_(layout),
+    : layout_(std::move(layout)),
       device_(device),
       limits_(geometry.batch_limits()),
       backends_(std::move(backends)),
-      image_(layout.total_bytes),
+      image_(layout_.total_bytes),
       upload_(image_, device) {
   // Zeroed: the table's rows start as zeros (block 0 is in any pool), which stage_metadata
   // relies on to leave rows it already holds alone.

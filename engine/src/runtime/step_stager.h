@@ -26,7 +26,7 @@ class StepStager {
  public:
   /// Stages into an image laid out by `layout` whose device copy is `device` (the plan's
   /// "staging" region); `backends` are the model's backends, in the order metadata() keeps.
-  StepStager(const StagingLayout& layout, std::byte* device, const DeploymentGeometry& geometry,
+  StepStager(StagingLayout layout, std::byte* device, const DeploymentGeometry& geometry,
              std::vector<const AttentionBackend*> backends);
   StepStager(const StepStager&) = delete;
   StepStager& operator=(const StepStager&) = delete;
