@@ -13,6 +13,7 @@
 
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/core/error.h"
+#include "freezeframe/engine/plan/memory_planner.h"
 #include "freezeframe/engine/spec/spec.h"
 
 namespace freezeframe {
@@ -275,6 +276,10 @@ TEST(SpecInput, BackendsAreLookedUpInTheGivenRegistry) {
   const std::string yaml = kTiny + std::string("  attention:\n    backend: house_attention\n");
   const EngineSpec spec = parse_spec(yaml, "inline.yaml", registry);
   EXPECT_EQ(spec.model.layers[3].backend, "house_attention");
+  EXPECT_EQ(spec.registry, &registry);
+  // The plan finds the backend in the spec's registry: the global one does not know it.
+  const MemoryPlan plan = plan_memory(spec, std::int64_t(8) << 30);
+  EXPECT_GT(plan.kv_cache.num_blocks, 0);
   EXPECT_CONTAINS(message_of(yaml),
                   "inline.yaml:11:14: model.attention.backend: unknown "
                   "attention backend 'house_attention'; registered: "

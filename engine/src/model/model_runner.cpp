@@ -67,7 +67,7 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
   for (int l = 0; l < model.num_layers; ++l) {
     auto layer = std::make_unique<Layer>();
     const LayerSpec& layer_spec = model.layers[l];
-    const AttentionBackend& backend = find_backend(layer_spec.backend);
+    const AttentionBackend& backend = spec.backend(l);
     layer->state.name = "layers." + std::to_string(l);
     layer->state.workspace = workspace;
     layer->kv_cache = views.kv_caches[l];

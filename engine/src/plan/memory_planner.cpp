@@ -55,7 +55,7 @@ std::int64_t attention_workspace_bytes(const EngineSpec& spec, const DeploymentG
   const BatchLimits limits = geometry.batch_limits();
   std::int64_t most = 0;
   for (int l = 0; l < model.num_layers; ++l) {
-    const AttentionBackend& backend = find_backend(model.layers[l].backend);
+    const AttentionBackend& backend = spec.backend(l);
     const std::size_t bytes =
         geometry.kv.latent ? backend.mla_workspace_bytes(mla_params(spec), limits, device)
                            : backend.workspace_bytes(attention_params(spec, l), limits, device);
@@ -142,7 +142,7 @@ MemoryPlan plan_memory(const EngineSpec& spec, std::int64_t device_bytes,
     if (layer.kv_sharing_target >= 0 || !uses_kv_cache(layer.attention_type)) continue;
     CacheLayer c;
     c.layer = l;
-    c.backend = &find_backend(layer.backend);
+    c.backend = &spec.backend(l);
     c.bytes_per_block = layer_cache_bytes(c, 1);
     bytes_per_block += c.bytes_per_block;
     cache_layers.push_back(c);

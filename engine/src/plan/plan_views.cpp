@@ -50,7 +50,7 @@ PlanViews bind_plan(const EngineSpec& spec, const ModelProgram& program, const A
   for (int l = 0; l < model.num_layers; ++l) {
     const LayerSpec& layer = model.layers[l];
     if (!uses_kv_cache(layer.attention_type)) continue;
-    const AttentionBackend& backend = find_backend(layer.backend);
+    const AttentionBackend& backend = spec.backend(l);
     const std::string name = "layers." + std::to_string(l) + ".kv_cache";
     const std::int64_t bytes = kv_cache_bytes(backend, blocks, spec.cache.block_size,
                                               kv.num_kv_heads, kv.head_width, kv.dtype);

@@ -46,7 +46,7 @@ StagingLayout staging_layout(const EngineSpec& spec, const ModelProgram& program
   std::set<std::string> backends;
   for (const LayerSpec& layer : spec.model.layers) backends.insert(layer.backend);
   for (const std::string& name : backends) {
-    const std::size_t bytes = find_backend(name).plan_bytes(batch, device);
+    const std::size_t bytes = spec.registry->get(name).plan_bytes(batch, device);
     if (bytes > 0) add("plan." + name, bytes);
   }
   layout.head_bytes = at;

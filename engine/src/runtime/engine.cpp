@@ -32,7 +32,7 @@ void check_supported(const EngineSpec& spec) {
              spec.where("model.layers"), ": layer ", l, " is ", to_string(layer.attention_type),
              " attention; the built-in model is a decoder and runs decoder layers only");
     // Outputs are planned activations at fixed addresses, which graphs replay into.
-    FF_CHECK(find_backend(layer.backend).accept_output_buffer(), E::kUnsupported,
+    FF_CHECK(spec.registry->get(layer.backend).accept_output_buffer(), E::kUnsupported,
              spec.where("model.layers"), ": layer ", l, "'s backend '", layer.backend,
              "' does not write into a preallocated output buffer, which the engine needs");
   }
@@ -58,7 +58,7 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
   std::vector<const AttentionBackend*> backends;
   std::vector<int> backend_of_layer;
   for (const LayerSpec& layer : s.spec.model.layers) {
-    const AttentionBackend* backend = &find_backend(layer.backend);
+    const AttentionBackend* backend = &s.spec.registry->get(layer.backend);
     auto it = std::find(backends.begin(), backends.end(), backend);
     if (it == backends.end()) it = backends.insert(backends.end(), backend);
     backend_of_layer.push_back(static_cast<int>(it - backends.begin()));

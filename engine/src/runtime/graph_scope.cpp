@@ -19,7 +19,7 @@ FullGraphScope full_graph_scope(GraphSupport support) {
 FullGraphScope full_graph_scope(const EngineSpec& spec) {
   FullGraphScope scope = FullGraphScope::kAny;
   for (const LayerSpec& layer : spec.model.layers) {
-    scope = std::min(scope, full_graph_scope(find_backend(layer.backend).graph_support()));
+    scope = std::min(scope, full_graph_scope(spec.registry->get(layer.backend).graph_support()));
   }
   return scope;
 }

@@ -141,6 +141,7 @@ EngineSpec parse_spec(std::string_view yaml, std::string_view source_name,
                       const BackendRegistry& registry) {
   EngineSpec spec;
   spec.source = std::string(source_name);
+  spec.registry = &registry;
   const YAML::Node root = load_document(std::string(yaml), spec.source);
   spec_detail::SpecParser parser(spec, spec.source, registry);
   parser.parse(root);

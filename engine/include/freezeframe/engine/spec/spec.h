@@ -135,7 +135,14 @@ struct EngineSpec {
   /// (the memory plan) can point at the spec too.
   std::map<std::string, SpecLocation, std::less<>> locations;
   std::string source;  ///< the file name (or "<string>")
+  /// The registry the spec was validated against; the planner and the engine find the
+  /// layers' backends there too. Not owned: it must outlive the spec.
+  const BackendRegistry* registry = &BackendRegistry::global();
 
+  /// The backend of layer `layer`, from `registry`.
+  [[nodiscard]] const AttentionBackend& backend(int layer) const {
+    return registry->get(model.layers.at(layer).backend);
+  }
   /// The cache dtype with "auto" resolved.
   [[nodiscard]] DType kv_cache_dtype() const { return cache.dtype.value_or(model.dtype); }
   /// "file:line:column: path" for messages about `path`: the closest located field at or above
