@@ -4,7 +4,8 @@
 // loop runs as `freezeframe serve-sim SPEC.yaml --trace FILE`.
 //
 // usage: serving_loop SPEC.yaml TRACE.csv [TIME_SCALE] [MAX_REQUESTS]
-// (the Azure LLM inference traces: TIMESTAMP,ContextTokens,GeneratedTokens)
+// (the Azure LLM inference traces: TIMESTAMP,ContextTokens,GeneratedTokens, or Mooncake's JSON
+// Lines)
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +25,7 @@ int main(int argc, char** argv) {
     freezeframe::TraceOptions trace_options;
     if (argc > 3) trace_options.time_scale = std::atof(argv[3]);
     if (argc > 4) trace_options.max_requests = static_cast<std::size_t>(std::atol(argv[4]));
-    const auto trace = freezeframe::load_azure_trace(argv[2], trace_options);
+    const auto trace = freezeframe::load_trace(argv[2], trace_options);
 
     freezeframe::Engine engine(freezeframe::load_spec(argv[1]));
     const freezeframe::ServingReport r = freezeframe::run_serving_loop(

@@ -30,7 +30,9 @@ constexpr const char* kUsage =
     "usage: freezeframe serve-sim SPEC.yaml --trace FILE [--schedule-only] [--time-scale X]\n"
     "                             [--max-requests N] [--device-memory SIZE] [--backend NAME]\n"
     "                             [--step-ms MS]\n"
-    "  --trace FILE       Azure LLM inference trace (TIMESTAMP,ContextTokens,GeneratedTokens)\n"
+    "  --trace FILE       request trace: Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens)\n"
+    "                     or Mooncake JSON Lines (timestamp, input_length, output_length, "
+    "hash_ids)\n"
     "  --schedule-only    schedule and dispatch without executing steps (each lasts --step-ms)\n"
     "  --backend NAME     run every layer's attention on this backend\n"
     "  --time-scale X     multiply arrival times by X (default 1; 0.1 = ten times the rate)\n"
@@ -88,7 +90,7 @@ int run_serve_sim(Args args) {
   EngineSpec spec = load_spec(spec_path);
   if (!backend.empty()) use_backend(spec, backend);
   const DeviceMemory device = device_memory(device_bytes);
-  const auto trace = load_azure_trace(trace_path, trace_options);
+  const auto trace = load_trace(trace_path, trace_options);
   std::unique_ptr<Engine> engine;
   std::optional<MemoryPlan> plan;
   std::optional<Dispatcher> dispatcher;
@@ -118,6 +120,18 @@ int run_serve_sim(Args args) {
   }
   std::printf("spec %s, trace %s: %zu requests, time scale %g\n", spec.source.c_str(),
               trace_path.c_str(), trace.size(), trace_options.time_scale);
+  std::int64_t prompt_tokens = 0, reusable = 0;
+  for (const TraceRequest& t : trace) {
+    prompt_tokens += t.prompt_tokens;
+    reusable += t.reusable_prefix_tokens;
+  }
+  if (reusable > 0) {
+    std::printf(
+        "prefix reuse the trace's hash ids allow: %lld of %lld prompt tokens (%.1f%%); "
+        "not used (no prefix cache yet)\n",
+        static_cast<long long>(reusable), static_cast<long long>(prompt_tokens),
+        100.0 * static_cast<double>(reusable) / static_cast<double>(prompt_tokens));
+  }
   std::printf("kv cache %lld blocks of %d (device memory %s), graph mode %.*s, %zu capture sizes\n",
               static_cast<long long>(the_plan.kv_cache.num_blocks), spec.cache.block_size,
               device.note.c_str(), int(to_string(the_dispatcher.mode()).size()),

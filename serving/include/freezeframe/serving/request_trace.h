@@ -1,7 +1,10 @@
 #pragma once
 // Request traces for the serving loop: arrival time, prompt length and output length of each
 // request, read from the Azure LLM inference trace format (CSV with the header
-// "TIMESTAMP,ContextTokens,GeneratedTokens", timestamps "YYYY-MM-DD HH:MM:SS.fffffff").
+// "TIMESTAMP,ContextTokens,GeneratedTokens", timestamps "YYYY-MM-DD HH:MM:SS.fffffff") or the
+// Mooncake format (JSON Lines: "timestamp" in ms, "input_length", "output_length" and
+// "hash_ids", the prompt's 512-token blocks as prefix hashes: equal ids at the same position
+// are a prefix an ideal prefix cache could reuse).
 
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +18,9 @@ struct TraceRequest {
   double arrival_s = 0.0;  ///< seconds after the trace's first request, scaled
   std::int32_t prompt_tokens = 0;
   std::int32_t output_tokens = 0;
+  /// Leading prompt tokens an ideal prefix cache would hold (Mooncake's hash_ids: the blocks
+  /// of the longest prefix every block of which an earlier request had); 0 when unknown.
+  std::int32_t reusable_prefix_tokens = 0;
 };
 
 struct TraceOptions {
@@ -32,5 +38,21 @@ struct TraceOptions {
 [[nodiscard]] std::vector<TraceRequest> parse_azure_trace(std::string_view csv,
                                                           std::string_view source,
                                                           const TraceOptions& options = {});
+
+/// Reads a Mooncake JSON Lines trace. Throws kNotFound when it cannot be opened and
+/// kInvalidArgument naming the file, line and field of the first malformed row (not an object
+/// of the four keys, a count past 32 bits, a negative or decreasing timestamp, more hash ids
+/// than the prompt has 512-token blocks), or for a file that is not a regular file or is over
+/// 256 MiB.
+[[nodiscard]] std::vector<TraceRequest> load_mooncake_trace(const std::string& path,
+                                                            const TraceOptions& options = {});
+/// The same from text; `source` names it in messages.
+[[nodiscard]] std::vector<TraceRequest> parse_mooncake_trace(std::string_view jsonl,
+                                                             std::string_view source,
+                                                             const TraceOptions& options = {});
+
+/// load_mooncake_trace for a file whose first non-blank byte is '{', else load_azure_trace.
+[[nodiscard]] std::vector<TraceRequest> load_trace(const std::string& path,
+                                                   const TraceOptions& options = {});
 
 }  // namespace freezeframe
