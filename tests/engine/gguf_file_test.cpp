@@ -4,7 +4,6 @@
 // been fetched (scripts/fetch-smollm2), the real SmolLM2-135M-Instruct checkpoint.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +18,7 @@
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/model/gguf_file.h"
+#include "support/scratch_files.h"
 
 namespace freezeframe {
 namespace {
@@ -26,30 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kFixtures = fs::path(FREEZEFRAME_SOURCE_DIR) / "tests" / "fixtures" / "gguf";
 
-std::vector<char> read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-/// A folder of the process's own for the files the tests write, removed when it ends.
-const fs::path& scratch_dir() {
-  static const struct Dir {
-    fs::path path = fs::temp_directory_path() / ("freezeframe_gguf_" + std::to_string(::getpid()));
-    Dir() { fs::create_directories(path); }
-    ~Dir() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  } dir;
-  return dir.path;
-}
-
-/// Writes `bytes` to a scratch file and returns its path.
-std::string scratch(const std::vector<char>& bytes, const std::string& name) {
-  const fs::path path = scratch_dir() / name;
-  std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
-  return path.string();
-}
+using testing::read_bytes;
+using testing::scratch;
+using testing::scratch_dir;
 
 TEST(GgufFile, ReadsMetadataOfEveryKind) {
   const GgufFile f = GgufFile::open((kFixtures / "tiny.gguf").string());

@@ -4,7 +4,6 @@
 // the file and the tensor.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -16,6 +15,7 @@
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/model/safetensors_file.h"
+#include "support/scratch_files.h"
 
 namespace freezeframe {
 namespace {
@@ -26,30 +26,9 @@ const std::vector<std::string> kNames = {
     "model.embed_tokens.weight", "model.layers.0.input_layernorm.weight",
     "model.layers.0.self_attn.q_proj.weight", "lm_head.weight"};
 
-std::vector<char> read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-/// A folder of the process's own for the files the tests write, removed when it ends.
-const fs::path& scratch_dir() {
-  static const struct Dir {
-    fs::path path = fs::temp_directory_path() / ("freezeframe_st_" + std::to_string(::getpid()));
-    Dir() { fs::create_directories(path); }
-    ~Dir() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  } dir;
-  return dir.path;
-}
-
-/// Writes `bytes` to a scratch file and returns its path.
-std::string scratch(const std::vector<char>& bytes, const std::string& name) {
-  const fs::path path = scratch_dir() / name;
-  std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
-  return path.string();
-}
+using testing::read_bytes;
+using testing::scratch;
+using testing::scratch_dir;
 
 std::vector<float> expected_values() {
   const std::vector<char> raw = read_bytes(kFixtures / "expected.f32");

@@ -1,15 +1,11 @@
 #include "freezeframe/engine/model/gguf_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cstring>
 #include <limits>
 
 #include "freezeframe/core/error.h"
 #include "model/host_half.h"
+#include "model/mapped_file.h"
 
 namespace freezeframe {
 namespace {
@@ -199,11 +195,7 @@ std::int64_t GgufTensor::elements() const {
 std::vector<std::int64_t> GgufTensor::shape() const { return {dims.rbegin(), dims.rend()}; }
 
 struct GgufFile::Mapping {
-  void* base = MAP_FAILED;
-  std::uint64_t size = 0;
-  ~Mapping() {
-    if (base != MAP_FAILED) munmap(base, size);
-  }
+  MappedFile file;
 };
 
 GgufFile::GgufFile(GgufFile&&) noexcept = default;
@@ -213,22 +205,10 @@ GgufFile::~GgufFile() = default;
 GgufFile GgufFile::open(const std::string& path) {
   GgufFile file;
   file.path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  FF_CHECK(fd >= 0, E::kNotFound, "cannot open GGUF file '", path, "': ", std::strerror(errno));
-  struct stat st {};
-  const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  if (!regular) ::close(fd);
-  FF_CHECK(regular, E::kInvalidArgument, path, ": not a regular file");
-  file.mapping_ = std::make_unique<Mapping>();
-  file.mapping_->size = static_cast<std::uint64_t>(st.st_size);
-  if (st.st_size > 0) {
-    file.mapping_->base = mmap(nullptr, file.mapping_->size, PROT_READ, MAP_PRIVATE, fd, 0);
-  }
-  ::close(fd);
-  FF_CHECK(st.st_size == 0 || file.mapping_->base != MAP_FAILED, E::kInvalidArgument, path,
-           ": cannot be mapped: ", std::strerror(errno));
-  const auto* data = static_cast<const std::byte*>(file.mapping_->base);
-  Reader r(file.path_, data, file.mapping_->size);
+  file.mapping_ = std::make_unique<Mapping>(Mapping{MappedFile::open(path, "GGUF")});
+  const std::uint64_t size = file.mapping_->file.size();
+  const std::byte* data = file.mapping_->file.data();
+  Reader r(file.path_, data, size);
 
   const auto magic = r.scalar<std::uint32_t>("the magic");
   FF_CHECK(magic == 0x46554747, E::kInvalidArgument, path, ": not a GGUF file (magic 0x", std::hex,
@@ -285,7 +265,6 @@ GgufFile GgufFile::open(const std::string& path) {
   }
   const std::uint64_t data_start =
       (r.at() + static_cast<std::uint64_t>(alignment) - 1) / alignment * alignment;
-  const std::uint64_t size = file.mapping_->size;
   for (GgufTensor& t : file.tensors_) {
     FF_CHECK(t.offset % static_cast<std::uint64_t>(alignment) == 0, E::kInvalidArgument, path,
              ": tensor '", t.name, "' at data offset ", t.offset, " is not aligned to ", alignment);
@@ -342,7 +321,7 @@ std::optional<std::string> GgufFile::get_string(std::string_view key) const {
 }
 
 std::span<const std::byte> GgufFile::bytes(const GgufTensor& t) const {
-  return {static_cast<const std::byte*>(mapping_->base) + t.offset, t.bytes};
+  return {mapping_->file.data() + t.offset, t.bytes};
 }
 
 void GgufFile::read_f32(const GgufTensor& t, std::span<float> out) const {

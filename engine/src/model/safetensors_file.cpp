@@ -1,13 +1,8 @@
 #include "freezeframe/engine/model/safetensors_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +11,7 @@
 #include "freezeframe/core/error.h"
 #include "freezeframe/core/printable.h"
 #include "model/host_half.h"
+#include "model/mapped_file.h"
 
 namespace freezeframe {
 namespace {
@@ -46,11 +42,7 @@ std::int64_t SafetensorsTensor::elements() const {
 }
 
 struct SafetensorsFile::Mapping {
-  void* base = MAP_FAILED;
-  std::uint64_t size = 0;
-  ~Mapping() {
-    if (base != MAP_FAILED) munmap(base, size);
-  }
+  MappedFile file;
 };
 
 SafetensorsFile::SafetensorsFile(SafetensorsFile&&) noexcept = default;
@@ -60,20 +52,9 @@ SafetensorsFile::~SafetensorsFile() = default;
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   SafetensorsFile file;
   file.path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  FF_CHECK(fd >= 0, E::kNotFound, "cannot open safetensors file '", path,
-           "': ", std::strerror(errno));
-  struct stat st {};
-  const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  if (!regular) ::close(fd);
-  FF_CHECK(regular, E::kInvalidArgument, path, ": not a regular file");
-  file.mapping_ = std::make_unique<Mapping>();
-  const std::uint64_t size = file.mapping_->size = static_cast<std::uint64_t>(st.st_size);
-  if (size > 0) file.mapping_->base = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  FF_CHECK(size == 0 || file.mapping_->base != MAP_FAILED, E::kInvalidArgument, path,
-           ": cannot be mapped: ", std::strerror(errno));
-  const auto* data = static_cast<const std::byte*>(file.mapping_->base);
+  file.mapping_ = std::make_unique<Mapping>(Mapping{MappedFile::open(path, "safetensors")});
+  const std::uint64_t size = file.mapping_->file.size();
+  const std::byte* data = file.mapping_->file.data();
 
   FF_CHECK(size >= 8, E::kInvalidArgument, path, ": ", size,
            " bytes, too short for a safetensors header length (8)");
@@ -164,7 +145,7 @@ const SafetensorsTensor& SafetensorsFile::tensor(std::string_view name) const {
 }
 
 std::span<const std::byte> SafetensorsFile::bytes(const SafetensorsTensor& t) const {
-  return {static_cast<const std::byte*>(mapping_->base) + t.offset, t.bytes};
+  return {mapping_->file.data() + t.offset, t.bytes};
 }
 
 void SafetensorsFile::read_f32(const SafetensorsTensor& t, std::span<float> out) const {
