@@ -35,7 +35,7 @@ void AttentionBackend::plan(const CommonAttentionMetadata&, std::span<std::byte>
 
 std::unique_ptr<MetadataBuilder> AttentionBackend::make_builder(const BatchLimits& limits,
                                                                 void* device_memory) const {
-  return std::make_unique<MetadataBuilder>(limits, graph_support(), device_memory);
+  return std::make_unique<MetadataBuilder>(limits, graph_support(), device_memory, this);
 }
 
 bool AttentionBackend::supports_head_size(int head_size) const {

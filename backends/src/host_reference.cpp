@@ -1,8 +1,11 @@
 #include "freezeframe/backends/host_reference.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <thread>
+#include <vector>
 
 #include "freezeframe/core/error.h"
 
@@ -131,35 +134,48 @@ AttentionResult attention(const AttentionParams& p, const TensorView& query, con
   result.out.assign(static_cast<std::size_t>(md.num_tokens) * p.num_heads * p.head_size, 0.0);
   result.lse_ln.assign(static_cast<std::size_t>(md.num_tokens) * p.num_heads, kNegInf);
 
-  for (int row = 0; row < md.num_tokens; ++row) {
+  // Rows are independent: spread them over the host's threads (a long prefill has millions
+  // of query-key pairs per head).
+  auto attend_row = [&](int row) {
     const RowPlace place = place_row(md, row);
-    if (place.req < 0) continue;
+    if (place.req < 0) return;
     const int r = place.req, pos = place.pos, kv_len = md.seq_lens[r];
     int first = 0, last = causal ? pos : kv_len - 1;
     if (p.sliding_window) {
       first = std::max(0, pos - *p.sliding_window + 1);
       if (!causal) last = std::min(last, pos + *p.sliding_window - 1);
     }
+    std::vector<double> q(p.head_size);
     for (int h = 0; h < p.num_heads; ++h) {
       const int kvh = h / group;
       const double slope = p.alibi_slopes.empty() ? 0.0 : p.alibi_slopes[h];
+      for (int d = 0; d < p.head_size; ++d) q[d] = at(query, {row, h, d});
+      // Where key/value j lives, found once per j rather than once per element.
+      int located = -1;
+      std::pair<std::int64_t, std::int64_t> where{0, 0};
+      auto find = [&](int j) {
+        if (paged && j != located) {
+          where = locate(md, r, j, static_cast<int>(kv_cache.size(2)));
+          located = j;
+        }
+      };
       auto key_at = [&](int j, int d) {
         if (paged) {
-          const auto [block, offset] = locate(md, r, j, static_cast<int>(kv_cache.size(2)));
-          return at(kv_cache, {0, block, offset, kvh, d}) * ks;
+          find(j);
+          return at(kv_cache, {0, where.first, where.second, kvh, d}) * ks;
         }
         return at(key, {md.query_start_loc[r] + j, kvh, d});
       };
       auto value_at = [&](int j, int d) {
         if (paged) {
-          const auto [block, offset] = locate(md, r, j, static_cast<int>(kv_cache.size(2)));
-          return at(kv_cache, {1, block, offset, kvh, d}) * vs;
+          find(j);
+          return at(kv_cache, {1, where.first, where.second, kvh, d}) * vs;
         }
         return at(value, {md.query_start_loc[r] + j, kvh, d});
       };
       auto score = [&](int j) {
         double dot = 0.0;
-        for (int d = 0; d < p.head_size; ++d) dot += at(query, {row, h, d}) * key_at(j, d);
+        for (int d = 0; d < p.head_size; ++d) dot += q[d] * key_at(j, d);
         double s = dot * p.scale;
         if (p.logits_soft_cap > 0) s = p.logits_soft_cap * std::tanh(s / p.logits_soft_cap);
         return s + slope * (j - pos);
@@ -168,7 +184,16 @@ AttentionResult attention(const AttentionParams& p, const TensorView& query, con
       RowAttention::run(first, last, p.head_size, score, value_at,
                         result.out.data() + idx * p.head_size, &result.lse_ln[idx]);
     }
-  }
+  };
+  std::atomic<int> next{0};
+  auto worker = [&] {
+    for (int row = next++; row < md.num_tokens; row = next++) attend_row(row);
+  };
+  const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 32u);
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
   return result;
 }
 

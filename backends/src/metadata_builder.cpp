@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "freezeframe/backends/backend.h"
 #include "freezeframe/core/block_size.h"
+#include "freezeframe/core/device.h"
 #include "freezeframe/core/error.h"
 
 namespace freezeframe {
@@ -198,13 +200,26 @@ std::size_t MetadataBuilder::device_bytes(const BatchLimits& limits) {
   return l.head_bytes + l.table_bytes;
 }
 
+namespace {
+
+std::size_t planned_bytes(const AttentionBackend* planner, const BatchLimits& limits) {
+  if (planner == nullptr) return 0;
+  return planner->plan_bytes(limits,
+                             has_gpu() ? current_device_properties() : DeviceProperties::h200());
+}
+
+}  // namespace
+
 MetadataBuilder::MetadataBuilder(const BatchLimits& limits, GraphSupport support,
-                                 void* device_memory)
+                                 void* device_memory, const AttentionBackend* planner)
     : limits_(limits),
       support_(support),
       layout_(MetadataLayout::of(limits)),
-      staging_(image_bytes()),
-      staging_free_(false) {
+      staging_(layout_.head_bytes + layout_.table_bytes + planned_bytes(planner, limits)),
+      staging_free_(false),
+      planner_(planner),
+      plan_bytes_(planned_bytes(planner, limits)) {
+  if (plan_bytes_ > 0) plan_device_ = DeviceBuffer(plan_bytes_);
   if (device_memory == nullptr) {
     owned_ = DeviceBuffer(image_bytes());
     device_memory = owned_.data();
@@ -238,6 +253,13 @@ const AttentionMetadata& MetadataBuilder::build(const CommonAttentionMetadata& c
                           static_cast<std::size_t>(layout_.table_stride) * sizeof(std::int32_t),
                           image + layout_.head_bytes, row_bytes, row_bytes,
                           static_cast<std::size_t>(shape[0]), cudaMemcpyHostToDevice, stream));
+  }
+  if (plan_bytes_ > 0) {
+    std::byte* plan = image + image_bytes();
+    planner_->plan(c, {plan, plan_bytes_});
+    FF_CUDA_CHECK(cudaMemcpyAsync(plan_device_.data(), plan, plan_bytes_, cudaMemcpyHostToDevice,
+                                  stream));
+    metadata_.plan = plan_device_.data();
   }
   staging_free_.record(stream);
   staging_in_flight_ = true;

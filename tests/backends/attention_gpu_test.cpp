@@ -119,12 +119,14 @@ TEST_P(ReferenceAttention, MatchesHostReference) {
     std::uniform_int_distribution<int> byte(0, 255);
     for (std::size_t i = 0; i < cache_before.bytes(); ++i)
       cache_before.data()[i] = static_cast<std::uint8_t>(byte(rng) & 0x3F);
-    testing::fill_normal(ctx_key, rng);
-    testing::fill_normal(ctx_value, rng);
-    host_reference::reshape_and_cache(
-        ctx_key.view(), ctx_value.view(),
-        cache_view(c, batch.num_blocks, Device::cpu(), cache_before.data()),
-        batch.context_slot_mapping, k_scale, v_scale);
+    if (ctx > 0) {
+      testing::fill_normal(ctx_key, rng);
+      testing::fill_normal(ctx_value, rng);
+      host_reference::reshape_and_cache(
+          ctx_key.view(), ctx_value.view(),
+          cache_view(c, batch.num_blocks, Device::cpu(), cache_before.data()),
+          batch.context_slot_mapping, k_scale, v_scale);
+    }
     cache_after = cache_before;
     host_reference::reshape_and_cache(
         key.view(), value.view(),
@@ -201,8 +203,10 @@ TEST_P(ReferenceAttention, MatchesHostReference) {
     exact_cache.fill_bytes(0);
     AttentionParams exact = params;
     exact.kv_cache_dtype = c.dtype;
-    host_reference::reshape_and_cache(ctx_key.view(), ctx_value.view(), exact_cache.view(),
-                                      batch.context_slot_mapping, 1.0f, 1.0f);
+    if (ctx > 0) {
+      host_reference::reshape_and_cache(ctx_key.view(), ctx_value.view(), exact_cache.view(),
+                                        batch.context_slot_mapping, 1.0f, 1.0f);
+    }
     host_reference::reshape_and_cache(key.view(), value.view(), exact_cache.view(),
                                       batch.slot_mapping, 1.0f, 1.0f);
     const auto unquantised = host_reference::attention(exact, query.view(), {}, {},
@@ -341,6 +345,120 @@ std::vector<Case> cases() {
   out.push_back({.name = "decode_bf16_padding_rows", .backend = pd, .padding_rows = 5});
   out.push_back(
       {.name = "decode_bf16_decode_only", .backend = pd, .decodes = {5, 2000, 77}, .prefills = {}});
+
+  // Prefill rows of the paged decode backend: the tensor-core prefill kernel. Lengths 1, 17,
+  // 1000 and 4097, chunks over a cached prefix, mixed with decodes, every feature, head
+  // packing from 1 (MHA, groups of 3) to 16 query heads per KV head.
+  out.push_back({.name = "prefill_bf16_mixed_lengths",
+                 .backend = pd,
+                 .decodes = {1, 40},
+                 .prefills = {{1000, 1000}, {1017, 17}, {300, 2}, {129, 128}, {64, 64}}});
+  out.push_back({.name = "prefill_bf16_4097_d64",
+                 .backend = pd,
+                 .heads = 2,
+                 .kv_heads = 1,
+                 .head_size = 64,
+                 .decodes = {},
+                 .prefills = {{4097, 4097}}});
+  out.push_back({.name = "prefill_bf16_chunk_over_long_prefix",
+                 .backend = pd,
+                 .heads = 4,
+                 .kv_heads = 1,
+                 .decodes = {4096},
+                 .prefills = {{4500, 200}}});
+  out.push_back({.name = "prefill_f16_gqa4",
+                 .backend = pd,
+                 .dtype = DType::kF16,
+                 .cache_dtype = DType::kF16,
+                 .prefills = {{700, 333}, {90, 90}},
+                 .tolerance = 5e-3});
+  out.push_back({.name = "prefill_bf16_fp8_gqa8",
+                 .backend = pd,
+                 .cache_dtype = DType::kFp8E4M3,
+                 .heads = 16,
+                 .kv_heads = 2,
+                 .prefills = {{600, 600}, {250, 31}}});
+  out.push_back({.name = "prefill_f16_fp8_d64",
+                 .backend = pd,
+                 .dtype = DType::kF16,
+                 .cache_dtype = DType::kFp8E4M3,
+                 .head_size = 64,
+                 .prefills = {{700, 300}},
+                 .tolerance = 5e-3});
+  out.push_back({.name = "prefill_bf16_fp8_d256",
+                 .backend = pd,
+                 .cache_dtype = DType::kFp8E4M3,
+                 .heads = 4,
+                 .kv_heads = 2,
+                 .head_size = 256,
+                 .prefills = {{400, 150}}});
+  out.push_back({.name = "prefill_bf16_d256_mha_block64",
+                 .backend = pd,
+                 .heads = 4,
+                 .kv_heads = 4,
+                 .head_size = 256,
+                 .block_size = 64,
+                 .prefills = {{500, 300}, {77, 77}}});
+  out.push_back({.name = "prefill_bf16_gqa3_d64",
+                 .backend = pd,
+                 .heads = 12,
+                 .kv_heads = 4,
+                 .head_size = 64,
+                 .prefills = {{300, 300}, {45, 2}}});
+  out.push_back({.name = "prefill_bf16_gqa32",
+                 .backend = pd,
+                 .heads = 32,
+                 .kv_heads = 1,
+                 .head_size = 64,
+                 .prefills = {{333, 333}}});
+  out.push_back({.name = "prefill_bf16_sliding_window",
+                 .backend = pd,
+                 .prefills = {{1000, 1000}, {900, 250}},
+                 .sliding_window = 64});
+  out.push_back({.name = "prefill_bf16_alibi", .backend = pd, .prefills = {{500, 300}}, .alibi = true});
+  out.push_back(
+      {.name = "prefill_bf16_softcap", .backend = pd, .prefills = {{500, 300}}, .softcap = 5.0f});
+  out.push_back({.name = "prefill_bf16_all_features",
+                 .backend = pd,
+                 .heads = 16,
+                 .kv_heads = 2,
+                 .decodes = {700, 3},
+                 .prefills = {{1500, 700}, {20, 20}},
+                 .sliding_window = 300,
+                 .alibi = true,
+                 .softcap = 30.0f});
+  out.push_back({.name = "prefill_bf16_padding_rows",
+                 .backend = pd,
+                 .prefills = {{200, 150}},
+                 .padding_rows = 7});
+  out.push_back({.name = "prefill_bf16_head_major_block32",
+                 .backend = pd,
+                 .block_size = 32,
+                 .prefills = {{260, 260}},
+                 .head_major_cache = true});
+  // Encoder self-attention on the prefill kernel: bidirectional over the step's own rows,
+  // single-token requests included.
+  out.push_back({.name = "prefill_bf16_encoder",
+                 .backend = pd,
+                 .prefills = {{300, 300}, {1, 1}, {77, 77}},
+                 .type = AttentionType::kEncoder});
+  out.push_back({.name = "prefill_f16_encoder_only_window",
+                 .backend = pd,
+                 .dtype = DType::kF16,
+                 .cache_dtype = DType::kF16,
+                 .prefills = {{500, 500}, {64, 64}},
+                 .sliding_window = 40,
+                 .type = AttentionType::kEncoderOnly,
+                 .tolerance = 5e-3});
+  out.push_back({.name = "prefill_bf16_encoder_only_alibi_softcap_gqa8",
+                 .backend = pd,
+                 .heads = 16,
+                 .kv_heads = 2,
+                 .head_size = 64,
+                 .prefills = {{257, 257}},
+                 .alibi = true,
+                 .softcap = 20.0f,
+                 .type = AttentionType::kEncoderOnly});
   return out;
 }
 

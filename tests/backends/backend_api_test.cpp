@@ -228,10 +228,18 @@ TEST(PagedDecodeBackend, DeclaresAHeadMajorCacheAndDecoderOnly) {
   EXPECT_NO_THROW((void)b.make_impl(p));
   p.head_size = 96;
   EXPECT_EQ(error_of([&] { (void)b.make_impl(p); }).code(), ErrorCode::kUnsupported);
-  p = llama_like();
-  p.attn_type = AttentionType::kEncoderOnly;
-  EXPECT_NE(error_of([&] { (void)b.make_impl(p); }).message().find("decoder attention only"),
-            std::string::npos);
+  // Every attention type: encoders on the prefill kernel, cross-attention over the cache.
+  for (AttentionType type : {AttentionType::kEncoder, AttentionType::kEncoderOnly,
+                             AttentionType::kEncoderDecoder}) {
+    p = llama_like();
+    p.attn_type = type;
+    EXPECT_NO_THROW((void)b.make_impl(p)) << to_string(type);
+  }
+  p.alibi_slopes.assign(p.num_heads, 0.5f);
+  EXPECT_NE(error_of([&] { (void)b.make_impl(p); }).message().find("cross"), std::string::npos);
+  // The prefill kernel's tile schedule is staged with every step.
+  const BatchLimits limits{.max_num_reqs = 8, .max_num_tokens = 512};
+  EXPECT_GT(b.plan_bytes(limits, DeviceProperties::h200()), 0u);
 }
 
 TEST(ReferenceMlaBackend, RejectsBadParametersAndWeights) {

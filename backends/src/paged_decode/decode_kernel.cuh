@@ -27,12 +27,16 @@
 #include <type_traits>
 
 #include "freezeframe/core/convert.cuh"
+#include "kernels/mma.cuh"
 #include "paged_decode/decode_params.h"
 
 namespace freezeframe::paged_decode {
 
-inline constexpr float kLog2e = 1.4426950408889634f;
-inline constexpr float kLn2 = 0.6931471805599453f;
+using kernels::kLn2;
+using kernels::kLog2e;
+using kernels::mma_16816;
+using kernels::MmaType;
+using kernels::pack2;
 
 /// Tokens a warp reads per iteration; a split covers whole tiles.
 inline constexpr int kTile = 16;
@@ -78,53 +82,12 @@ __device__ __forceinline__ int decode_request(const std::int32_t* query_start_lo
   return query_start_loc[lo + 1] - query_start_loc[lo] == 1 ? lo : -1;
 }
 
-/// The 16-bit type the tensor cores multiply for a cache of KV (fp8 is widened to f16).
-template <typename KV>
-struct MmaType {
-  using type = __half;
-};
-template <>
-struct MmaType<__nv_bfloat16> {
-  using type = __nv_bfloat16;
-};
-
-/// c += a·b for m16n8k16 with f32 accumulation; a and b hold pairs of T.
-template <typename T>
-__device__ __forceinline__ void mma_16816(float (&c)[4], std::uint32_t a0, std::uint32_t a1,
-                                          std::uint32_t a2, std::uint32_t a3, std::uint32_t b0,
-                                          std::uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-}
-
 /// Transposes an 8×8 matrix of 16-bit pairs held one row pair per lane (row lane/4, columns
 /// 2·(lane%4) and +1) into the same layout of its transpose.
 __device__ __forceinline__ std::uint32_t transpose_8x8(std::uint32_t x) {
   std::uint32_t y;
   asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
   return y;
-}
-
-template <typename T>
-__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const std::uint32_t*>(&v);
-  } else {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const std::uint32_t*>(&v);
-  }
 }
 
 /// One lane's 16-byte loads of a row, as D/8 registers of MT pairs in permuted dim order.
@@ -147,9 +110,7 @@ struct RowPieces {
     if constexpr (sizeof(KV) == 2) {
       return reinterpret_cast<const std::uint32_t*>(raw)[w];
     } else {
-      const auto* pairs = reinterpret_cast<const __nv_fp8x2_storage_t*>(raw);
-      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pairs[w], __NV_E4M3);
-      return *reinterpret_cast<const std::uint32_t*>(&h);
+      return kernels::fp8x2_to_f16x2(reinterpret_cast<const __nv_fp8x2_storage_t*>(raw)[w]);
     }
   }
   /// The dim that element e (0 or 1) of register w of lane t holds.

@@ -1,6 +1,7 @@
 // Head-size dispatch of the decode kernel, and the split combine.
 
 #include "freezeframe/core/error.h"
+#include "kernels/head_sizes.h"
 #include "kernels/merge_state.cuh"
 #include "paged_decode/decode_kernel.cuh"
 #include "paged_decode/decode_launch.h"
@@ -42,12 +43,12 @@ __global__ void combine_kernel(const __grid_constant__ DecodeParams p, int head_
 }  // namespace
 
 DecodeKernel decode_kernel(DType dtype, DType kv_dtype, int head_size, int heads_per_cta) {
-  switch (head_size) {
-    case 64: return decode_kernel_for_head_size<64>(dtype, kv_dtype, heads_per_cta);
-    case 128: return decode_kernel_for_head_size<128>(dtype, kv_dtype, heads_per_cta);
-    case 256: return decode_kernel_for_head_size<256>(dtype, kv_dtype, heads_per_cta);
-  }
-  FF_THROW(ErrorCode::kUnsupported, "paged_decode: no kernel for head size ", head_size);
+  DecodeKernel kernel = nullptr;
+  const bool compiled = kernels::with_head_size(head_size, [&]<int D>() {
+    kernel = decode_kernel_for_head_size<D>(dtype, kv_dtype, heads_per_cta);
+  });
+  FF_CHECK(compiled, ErrorCode::kUnsupported, "paged_decode: no kernel for head size ", head_size);
+  return kernel;
 }
 
 void launch_decode(const DecodeParams& p, DType dtype, DType kv_dtype, int head_size,

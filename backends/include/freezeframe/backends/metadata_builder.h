@@ -61,11 +61,16 @@ std::size_t stage_metadata(const CommonAttentionMetadata& common, const BatchLim
                                               const std::byte* device_head,
                                               const std::int32_t* device_table);
 
+class AttentionBackend;
+
 class MetadataBuilder {
  public:
   /// `device_memory` must hold device_bytes(limits) bytes for the builder's lifetime; pass
-  /// nullptr to let the builder allocate its own.
-  MetadataBuilder(const BatchLimits& limits, GraphSupport support, void* device_memory);
+  /// nullptr to let the builder allocate its own. With a `planner`, every build also runs its
+  /// plan hook (AttentionBackend::plan) into a plan buffer of the builder's own, which
+  /// AttentionMetadata::plan then points to.
+  MetadataBuilder(const BatchLimits& limits, GraphSupport support, void* device_memory,
+                  const AttentionBackend* planner = nullptr);
   MetadataBuilder(const MetadataBuilder&) = delete;
   MetadataBuilder& operator=(const MetadataBuilder&) = delete;
 
@@ -73,6 +78,9 @@ class MetadataBuilder {
   [[nodiscard]] static std::size_t device_bytes(const BatchLimits& limits);
   /// Host bytes of an image: the head, then room for the table's rows.
   [[nodiscard]] std::size_t image_bytes() const { return layout_.head_bytes + layout_.table_bytes; }
+  /// Bytes of the planner's plan (0 without a planner); the pinned image holds it after the
+  /// table's room.
+  [[nodiscard]] std::size_t plan_bytes() const { return plan_bytes_; }
 
   [[nodiscard]] GraphSupport graph_support() const { return support_; }
   [[nodiscard]] const BatchLimits& limits() const { return limits_; }
@@ -100,6 +108,9 @@ class MetadataBuilder {
   Event staging_free_;  // the previous copy out of staging has finished
   bool staging_in_flight_ = false;
   AttentionMetadata metadata_;
+  const AttentionBackend* planner_ = nullptr;
+  std::size_t plan_bytes_ = 0;
+  DeviceBuffer plan_device_;
 };
 
 }  // namespace freezeframe

@@ -1,0 +1,148 @@
+#include "paged_decode/decode_policy.h"
+
+#include <algorithm>
+
+#include "freezeframe/core/device.h"
+#include "freezeframe/core/error.h"
+#include "paged_decode/decode_launch.h"
+
+namespace freezeframe {
+namespace {
+
+using E = ErrorCode;
+
+/// Query heads one CTA serves: the largest of 8, 4, 2, 1 dividing the GQA group (8 = one mma
+/// tile of heads; larger groups take several CTAs per KV head).
+int heads_per_cta(int group_size) {
+  for (int h = 8; h > 1; h /= 2) {
+    if (group_size % h == 0) return h;
+  }
+  return 1;
+}
+
+/// Split-KV scratch of a launch over `rows` rows in `splits` splits: the partial outputs (f32,
+/// rounded up to 256 bytes), then the partial LSEs.
+struct SplitWorkspace {
+  std::size_t partial_lse = 0, total = 0;
+
+  SplitWorkspace(const AttentionParams& p, int splits, int rows) {
+    if (splits == 1) return;
+    const std::size_t states = std::size_t(splits) * rows * p.num_heads;
+    partial_lse = (states * p.head_size * sizeof(float) + 255) / 256 * 256;
+    total = partial_lse + states * sizeof(float);
+  }
+};
+
+/// The longest sequence a row may hold: the block table's row length × the block size.
+long max_seq_tokens(const BatchLimits& limits) {
+  return static_cast<long>(limits.max_blocks_per_req) * std::max(limits.block_size, 1);
+}
+
+/// Workspace for every row count within `limits` at the most splits `policy` may choose, so
+/// it holds whatever split count the kernel's occupancy leads to.
+std::size_t workspace_for(const AttentionParams& p, const BatchLimits& limits,
+                          const DecodeSplitPolicy& policy) {
+  const int ctas_per_row = p.num_heads / heads_per_cta(p.num_heads / p.num_kv_heads);
+  std::size_t most = 0;
+  for (int rows = 1; rows <= limits.max_num_tokens; ++rows) {
+    const int splits = policy.most_splits(rows, ctas_per_row, max_seq_tokens(limits));
+    most = std::max(most, SplitWorkspace(p, splits, rows).total);
+  }
+  return most;
+}
+
+}  // namespace
+
+std::optional<std::string> DecodePolicy::cannot_implement(const AttentionParams& p) {
+  if (p.num_heads > paged_decode::kMaxHeads) {
+    return "the decode kernel supports at most " + std::to_string(paged_decode::kMaxHeads) +
+           " heads";
+  }
+  return std::nullopt;
+}
+
+std::size_t DecodePolicy::workspace_bytes(const AttentionParams& p, const BatchLimits& limits,
+                                          const DeviceProperties& device) {
+  return workspace_for(p, limits, DecodeSplitPolicy::for_device(device));
+}
+
+DecodePolicy::DecodePolicy(const AttentionParams& params)
+    : params_(params),
+      heads_per_cta_(heads_per_cta(params.num_heads / params.num_kv_heads)),
+      split_(DecodeSplitPolicy::for_current_device()) {
+  // The split count follows this kernel's occupancy: read it once here, so that every
+  // forward agrees (the workspace is sized for any occupancy). f16 and bf16 queries compile
+  // alike. A GPU the build has no code for answers with an error: the policy is still made
+  // (spec validation makes one), and the engine refuses such a GPU before it runs anything.
+  if (has_gpu()) {
+    const DType kv = params.kv_cache_dtype;
+    try {
+      split_.resident_ctas_per_sm = paged_decode::resident_ctas_per_sm(
+          kv == DType::kF16 ? DType::kF16 : DType::kBF16, kv, params.head_size, heads_per_cta_);
+    } catch (const Error&) {
+      (void)cudaGetLastError();
+    }
+  }
+}
+
+std::size_t DecodePolicy::workspace_bytes(const BatchLimits& limits) const {
+  return workspace_for(params_, limits, split_);
+}
+
+void DecodePolicy::run(const AttentionCall& call, cudaStream_t stream) const {
+  const AttentionParams& p = params_;
+  const AttentionLayer& layer = *call.layer;
+  const AttentionMetadata& md = *call.md;
+  const int rows = md.num_tokens;
+  const int block_size = static_cast<int>(call.k.size(1));
+  const int splits = split_.splits(rows, p.num_heads / heads_per_cta_,
+                                   static_cast<long>(md.block_table_stride) * block_size);
+  const SplitWorkspace ws(p, splits, rows);
+  FF_CHECK(ws.total == 0 || (layer.workspace.defined() && layer.workspace.is_cuda() &&
+                             static_cast<std::size_t>(layer.workspace.span_bytes()) >= ws.total),
+           E::kOutOfMemory, "layer '", layer.name, "': the split-KV workspace holds ",
+           layer.workspace.defined() ? layer.workspace.span_bytes() : 0, " bytes; ", rows,
+           " rows in ", splits, " splits need ", ws.total);
+  const bool fp8 = is_fp8(call.k.dtype());
+
+  paged_decode::DecodeParams d;
+  d.q = call.query.data();
+  d.q_stride_token = call.query.stride(0);
+  d.q_stride_head = call.query.stride(1);
+  d.out = call.output.data();
+  d.out_stride_token = call.output.stride(0);
+  d.out_stride_head = call.output.stride(1);
+  d.lse = call.lse_ln.defined() ? call.lse_ln.data_as<float>() : nullptr;
+  d.lse_stride_token = call.lse_ln.defined() ? call.lse_ln.stride(0) : 0;
+  if (splits > 1) {
+    auto* base = static_cast<std::uint8_t*>(layer.workspace.data());
+    d.partial_out = reinterpret_cast<float*>(base);
+    d.partial_lse = reinterpret_cast<float*>(base + ws.partial_lse);
+  }
+  d.k_cache = call.k.data();
+  d.v_cache = call.v.data();
+  d.stride_block = call.k.stride(0);
+  d.stride_token = call.k.stride(1);
+  d.stride_head = call.k.stride(2);
+  d.block_table = md.block_table;
+  d.block_table_stride = md.block_table_stride;
+  while ((1 << d.block_shift) < block_size) ++d.block_shift;
+  d.query_start_loc = md.query_start_loc;
+  d.seq_lens = md.seq_lens;
+  d.num_reqs = md.num_reqs;
+  d.num_rows = rows;
+  d.num_heads = p.num_heads;
+  d.num_kv_heads = p.num_kv_heads;
+  d.num_splits = splits;
+  d.q_scale = p.scale * (fp8 ? layer.k_scale : 1.0f);
+  d.v_scale = fp8 ? layer.v_scale : 1.0f;
+  d.softcap = p.logits_soft_cap;
+  d.sliding_window = p.sliding_window.value_or(0);
+  d.use_alibi = !p.alibi_slopes.empty();
+  std::copy(p.alibi_slopes.begin(), p.alibi_slopes.end(), d.alibi);
+  paged_decode::launch_decode(d, call.query.dtype(), call.k.dtype(), p.head_size, heads_per_cta_,
+                              stream);
+  if (splits > 1) paged_decode::launch_combine(d, call.query.dtype(), p.head_size, stream);
+}
+
+}  // namespace freezeframe

@@ -1,0 +1,94 @@
+#include "prefill/prefill_policy.h"
+
+#include <algorithm>
+
+#include "freezeframe/core/device.h"
+#include "freezeframe/core/device_properties.h"
+#include "freezeframe/core/error.h"
+#include "prefill/prefill_launch.h"
+#include "prefill/prefill_plan.h"
+
+namespace freezeframe {
+
+using E = ErrorCode;
+
+std::optional<std::string> PrefillPolicy::cannot_implement(const AttentionParams& p) {
+  if (p.num_heads > prefill::kMaxHeads) {
+    return "the prefill kernel supports at most " + std::to_string(prefill::kMaxHeads) + " heads";
+  }
+  return std::nullopt;
+}
+
+std::size_t PrefillPolicy::plan_bytes(const BatchLimits& limits) {
+  return prefill::plan_bytes(limits);
+}
+
+void PrefillPolicy::plan(const CommonAttentionMetadata& common, std::span<std::byte> slice) {
+  prefill::write_plan(common, slice);
+}
+
+PrefillPolicy::PrefillPolicy(const AttentionParams& params)
+    : params_(params), heads_per_tile_(prefill::heads_per_tile(params.num_heads / params.num_kv_heads)) {
+  if (has_gpu()) {
+    const DType kv = params.kv_cache_dtype;
+    try {
+      resident_ctas_ = prefill::resident_ctas_per_sm(kv == DType::kF16 ? DType::kF16 : DType::kBF16,
+                                                     kv, params.head_size) *
+                       current_device_properties().sm_count;
+    } catch (const Error&) {
+      (void)cudaGetLastError();
+    }
+  }
+}
+
+void PrefillPolicy::run(const AttentionCall& call, bool single_token_rows,
+                        cudaStream_t stream) const {
+  const AttentionParams& p = params_;
+  const AttentionMetadata& md = *call.md;
+  FF_CHECK(md.plan != nullptr, E::kInvalidArgument, "layer '", call.layer->name,
+           "': the step's metadata carries no prefill plan (stage it with the backend's plan "
+           "hook: an engine, or the backend's own metadata builder)");
+  const bool fp8 = is_fp8(call.k.dtype());
+  prefill::PrefillParams f;
+  f.q = call.query.data();
+  f.q_stride_token = call.query.stride(0);
+  f.q_stride_head = call.query.stride(1);
+  f.out = call.output.data();
+  f.out_stride_token = call.output.stride(0);
+  f.out_stride_head = call.output.stride(1);
+  f.lse = call.lse_ln.defined() ? call.lse_ln.data_as<float>() : nullptr;
+  f.lse_stride_token = call.lse_ln.defined() ? call.lse_ln.stride(0) : 0;
+  f.k = call.k.data();
+  f.v = call.v.data();
+  if (call.paged) {
+    const int block_size = static_cast<int>(call.k.size(1));
+    f.stride_block = call.k.stride(0);
+    f.stride_token = call.k.stride(1);
+    f.stride_head = call.k.stride(2);
+    f.block_table = md.block_table;
+    f.block_table_stride = md.block_table_stride;
+    while ((1 << f.block_shift) < block_size) ++f.block_shift;
+  } else {
+    f.stride_token = call.k.stride(0);
+    f.stride_head = call.k.stride(1);
+    f.kv_start = md.query_start_loc;  // self-attention: a request's keys are its own rows
+  }
+  f.query_start_loc = md.query_start_loc;
+  f.seq_lens = md.seq_lens;
+  f.plan = md.plan;
+  f.num_heads = p.num_heads;
+  f.num_kv_heads = p.num_kv_heads;
+  while ((1 << f.heads_per_tile_shift) < heads_per_tile_) ++f.heads_per_tile_shift;
+  f.q_scale = p.scale * (fp8 ? call.layer->k_scale : 1.0f);
+  f.v_scale = fp8 ? call.layer->v_scale : 1.0f;
+  f.softcap = p.logits_soft_cap;
+  f.sliding_window = p.sliding_window.value_or(0);
+  f.causal = call.causal;
+  f.single_token_rows = single_token_rows;
+  f.use_alibi = !p.alibi_slopes.empty();
+  std::copy(p.alibi_slopes.begin(), p.alibi_slopes.end(), f.alibi);
+  const int grid = prefill::grid_size(md.num_tokens, p.num_heads, heads_per_tile_, resident_ctas_);
+  prefill::launch_prefill(f, call.query.dtype(), call.k.dtype(), p.head_size, grid, stream);
+}
+
+}  // namespace freezeframe

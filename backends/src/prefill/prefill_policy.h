@@ -1,0 +1,38 @@
+#pragma once
+// The prefill kernel policy: rows of requests with several new tokens (prefills, chunked
+// prefills over a cached prefix, encoder sequences) through the tensor-core prefill kernel on
+// the schedule the plan hook staged; it also zeroes the step's padding rows.
+
+#include <cuda_runtime_api.h>
+
+#include <optional>
+#include <span>
+#include <string>
+
+#include "attention_call.h"
+#include "freezeframe/backends/attention_params.h"
+
+namespace freezeframe {
+
+class PrefillPolicy {
+ public:
+  /// Why the policy cannot run `params`, or nothing when it can.
+  [[nodiscard]] static std::optional<std::string> cannot_implement(const AttentionParams& params);
+  /// The plan hook's slice for any batch within `limits`, and the hook.
+  [[nodiscard]] static std::size_t plan_bytes(const BatchLimits& limits);
+  static void plan(const CommonAttentionMetadata& common, std::span<std::byte> slice);
+
+  /// Reads the kernel's occupancy on the current GPU, if there is one.
+  explicit PrefillPolicy(const AttentionParams& params);
+
+  /// Attends every row of `call` but those of single-token requests when `single_token_rows`
+  /// is false (a decode policy has them), and zeroes the padding rows.
+  void run(const AttentionCall& call, bool single_token_rows, cudaStream_t stream) const;
+
+ private:
+  AttentionParams params_;
+  int heads_per_tile_;
+  int resident_ctas_ = 1;  // the persistent grid: resident CTAs × SMs
+};
+
+}  // namespace freezeframe
