@@ -89,6 +89,11 @@ check(RC 2 ARGS serve-sim ${tiny} ERR "--trace FILE is required")
 check(RC 2 ARGS serve-sim ${tiny} ${trace} ERR "--trace FILE is required")
 check(RC 0 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --device-memory 2GiB
       OUT "finished 2 of 2 requests")
+# The cost model times steps that are not run; a file it cannot read is an error.
+check(RC 2 ARGS serve-sim ${tiny} --trace ${trace} --cost-model ${WORK_DIR}/bench.json
+      ERR "it goes with --schedule-only")
+check(RC 1 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --device-memory 2GiB
+      --cost-model ${WORK_DIR}/missing_bench.json ERR "cannot read cost model file" NOT_ERR ".cpp")
 
 # Without a GPU (demo says so), the GPU commands refuse with the probe's reason, cleanly.
 execute_process(COMMAND ${FREEZEFRAME} demo RESULT_VARIABLE rc OUTPUT_VARIABLE out)
