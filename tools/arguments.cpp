@@ -46,10 +46,16 @@ double parse_positive(std::string_view flag, std::string_view text) {
 }
 
 std::int64_t parse_count(std::string_view flag, std::string_view text, std::int64_t max) {
+  return parse_whole(flag, text, 1, max);
+}
+
+std::int64_t parse_whole(std::string_view flag, std::string_view text, std::int64_t min,
+                         std::int64_t max) {
   std::int64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || value < 1 || value > max) {
-    throw UsageError(detail::concat(flag, ": '", text, "' is not a whole number from 1 to ", max));
+  if (error != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+    throw UsageError(
+        detail::concat(flag, ": '", text, "' is not a whole number from ", min, " to ", max));
   }
   return value;
 }

@@ -36,6 +36,9 @@ class UsageError : public std::runtime_error {
 /// never overflows the int it goes into).
 [[nodiscard]] std::int64_t parse_count(std::string_view flag, std::string_view text,
                                        std::int64_t max = std::numeric_limits<int>::max());
+/// A whole number in [min, max]; throws UsageError naming `flag` otherwise.
+[[nodiscard]] std::int64_t parse_whole(std::string_view flag, std::string_view text,
+                                       std::int64_t min, std::int64_t max);
 /// "141GiB", "80GB", "512MiB" or a number of bytes; throws UsageError naming `flag` otherwise.
 [[nodiscard]] std::int64_t parse_size_arg(std::string_view flag, std::string_view text);
 

@@ -1,4 +1,5 @@
 // freezeframe bench SPEC.yaml [--batches 1,8,64,256] [--context 1024] [--iterations N]
+//                  [--prefill BxN,...] [--prefill-context C]
 //                  [--backend NAME] [--device-memory SIZE] [--json FILE]
 // Decode-step latency of a spec's engine per batch size, run eagerly, with piecewise graphs and
 // with full graphs: every request a single-token decode over `context` tokens of KV cache
@@ -8,6 +9,8 @@
 // host work following it, with the GPU still running the previous step (a serving loop that
 // prepares the next step while one runs), and after waiting for the previous step by polling
 // the stream instead. Also the capture time and the graphs' memory.
+// Prefill steps (--prefill): B requests of N new tokens after C cached ones, timed eagerly and
+// in the graph mode the dispatcher runs them in, with their model TFLOP/s (step_flops.h).
 
 #include <cuda_runtime_api.h>
 
@@ -15,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -27,19 +31,30 @@
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/spec/spec.h"
+#include "prefill_shapes.h"
+#include "step_flops.h"
 
 namespace freezeframe::tools {
 namespace {
 
 constexpr const char* kUsage =
     "usage: freezeframe bench SPEC.yaml [--batches LIST] [--context N] [--iterations N]\n"
+    "                         [--prefill LIST] [--prefill-context C]\n"
     "                         [--backend NAME] [--device-memory SIZE] [--json FILE]\n"
-    "  --batches LIST     decode batch sizes (default 1,8,64,256)\n"
+    "  --batches LIST     decode batch sizes (default 1,8,64,256; none when only --prefill\n"
+    "                     is given)\n"
     "  --context N        tokens of each request, the new one included (default 1024)\n"
     "  --iterations N     timed steps per figure, after warm-up (default 50)\n"
+    "  --prefill LIST     prefill steps, comma-separated BxN: B requests of N new tokens\n"
+    "                     each (e.g. 1x8192,4x2048,16x512,64x128); each is timed eagerly\n"
+    "                     and in the graph mode that runs it, with its op breakdown and\n"
+    "                     model TFLOP/s\n"
+    "  --prefill-context C  tokens cached before the new ones of each prefill request\n"
+    "                     (default 0)\n"
     "  --backend NAME     run every layer's attention on this backend\n"
     "  --device-memory    device memory the plan assumes (default: the GPU's free memory)\n"
-    "  --json FILE        writes the figures as JSON\n";
+    "  --json FILE        writes the figures as JSON (decode rows in \"results\", prefill\n"
+    "                     rows in \"prefill\"; serve-sim --cost-model reads both)\n";
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -70,6 +85,32 @@ struct DecodeBatch {
   }
 };
 
+/// B prefill requests of N new tokens after `context` cached ones, on shuffled blocks (the
+/// shape checked against the limits first: check_prefill_shape).
+struct PrefillBatch {
+  std::vector<std::vector<std::int32_t>> blocks;
+  std::vector<std::int32_t> tokens;
+  StepBatch batch;
+
+  PrefillBatch(const PrefillShape& shape, int context, const DeploymentLimits& limits,
+               std::mt19937& rng) {
+    const int seq_len = context + shape.n;
+    const int per_request = (seq_len + limits.block_size - 1) / limits.block_size;
+    std::vector<std::int32_t> pool(limits.num_blocks);
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    for (int r = 0; r < shape.b; ++r) {
+      blocks.emplace_back(pool.begin() + std::int64_t(r) * per_request,
+                          pool.begin() + std::int64_t(r + 1) * per_request);
+    }
+    for (std::int64_t t = 0; t < std::int64_t(shape.b) * shape.n; ++t) {
+      tokens.push_back(static_cast<std::int32_t>(rng() % limits.vocab_size));
+    }
+    for (int r = 0; r < shape.b; ++r) batch.requests.push_back({shape.n, seq_len, blocks[r]});
+    batch.token_ids = tokens;
+  }
+};
+
 /// When the timed step() call starts.
 enum class HostCondition {
   kAfterSync,  ///< right after synchronize() returned: the thread waited out a whole step
@@ -81,12 +122,39 @@ constexpr int kHostConditions = 4;
 constexpr const char* kHostConditionNames[kHostConditions] = {"after sync", "warm", "gpu busy",
                                                               "after poll"};
 
+/// Device time per op kind over the whole program, largest first, and their sum.
+struct Breakdown {
+  std::vector<std::pair<std::string, double>> by_kind;
+  double total = 0.0;
+
+  /// "12.345 ms: attention 9.661 gate_up_proj 3.007 ..."
+  [[nodiscard]] std::string text() const;
+  /// {"attention": 9.661, "gate_up_proj": 3.007, ...}
+  [[nodiscard]] std::string json() const;
+};
+
 struct Row {
   int batch = 0;
+  int run_tokens = 0;                    // as the dispatcher runs it (padded to a graph)
   double ms[3] = {0, 0, 0};              // by RuntimeMode; 0 = not run
   double host_us[kHostConditions] = {};  // by HostCondition
   StepHostTimes host[kHostConditions];
-  std::string breakdown;
+  Breakdown breakdown;
+};
+
+struct PrefillRow {
+  PrefillShape shape;
+  int run_tokens = 0;
+  RuntimeMode mode = RuntimeMode::kEager;  // the dispatcher's
+  double ms[3] = {0, 0, 0};                // by RuntimeMode; 0 = not run
+  StepFlops flops;
+  Breakdown breakdown;
+
+  /// In the mode the dispatcher runs it in.
+  [[nodiscard]] double dispatched_ms() const { return ms[int(mode)]; }
+  [[nodiscard]] double tflops() const {
+    return dispatched_ms() > 0 ? flops.total() / (dispatched_ms() * 1e-3) / 1e12 : 0.0;
+  }
 };
 
 /// Median device time of one step with `options`, or 0 when the step does not run in `want`.
@@ -146,27 +214,44 @@ StepHostTimes host_times(Engine& engine, const StepBatch& batch, HostCondition c
 }
 
 /// Device time per op kind over the whole program (eager, with events between ops).
-std::string breakdown(Engine& engine, const StepBatch& batch) {
-  std::vector<std::pair<std::string, double>> by_kind;
-  double total = 0;
+Breakdown breakdown(Engine& engine, const StepBatch& batch) {
+  Breakdown b;
   for (const OpTime& op : engine.profile_ops(batch)) {
-    auto it = std::find_if(by_kind.begin(), by_kind.end(),
+    auto it = std::find_if(b.by_kind.begin(), b.by_kind.end(),
                            [&](const auto& k) { return k.first == op.name; });
-    if (it == by_kind.end()) it = by_kind.insert(by_kind.end(), {op.name, 0.0});
+    if (it == b.by_kind.end()) it = b.by_kind.insert(b.by_kind.end(), {op.name, 0.0});
     it->second += op.ms;
-    total += op.ms;
+    b.total += op.ms;
   }
-  std::sort(by_kind.begin(), by_kind.end(),
-            [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::sort(b.by_kind.begin(), b.by_kind.end(),
+            [](const auto& x, const auto& y) { return x.second > y.second; });
+  return b;
+}
+
+std::string Breakdown::text() const {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3f ms:", total);
   std::string out = buf;
   for (const auto& [name, ms] : by_kind) {
-    std::snprintf(buf, sizeof buf, " %s %.3f", name.c_str(), ms);
+    out += " " + name;
+    std::snprintf(buf, sizeof buf, " %.3f", ms);
     out += buf;
   }
   return out;
 }
+
+std::string Breakdown::json() const {
+  std::string out = "{";
+  char buf[64];
+  for (std::size_t i = 0; i < by_kind.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%.6g", by_kind[i].second);
+    out += (i ? ", \"" : "\"") + json_escape(by_kind[i].first) + "\": " + buf;
+  }
+  return out + "}";
+}
+
+/// A time for the tables: "-" where the mode did not run.
+std::string cell(double ms) { return ms > 0 ? std::to_string(ms).substr(0, 6) : std::string("-"); }
 
 std::vector<int> parse_list(std::string_view flag, std::string_view text) {
   std::vector<int> out;
@@ -179,6 +264,100 @@ std::vector<int> parse_list(std::string_view flag, std::string_view text) {
   return out;
 }
 
+/// A decode row: every mode, the host times and the breakdown.
+Row time_decode(Engine& engine, int b, int context, int iterations, std::mt19937& rng) {
+  const DecodeBatch decode(b, context, engine.limits(), rng);
+  Row row;
+  row.batch = b;
+  const Dispatch dispatch = engine.dispatcher().dispatch(b, b, true);
+  row.run_tokens = dispatch.mode == RuntimeMode::kEager ? b : dispatch.descriptor.num_tokens;
+  row.ms[int(RuntimeMode::kEager)] =
+      time_steps(engine, decode.batch, {.eager = true}, RuntimeMode::kEager, iterations);
+  row.ms[int(RuntimeMode::kPiecewise)] = time_steps(
+      engine, decode.batch, {.prefer_piecewise = true}, RuntimeMode::kPiecewise, iterations);
+  row.ms[int(RuntimeMode::kFull)] =
+      time_steps(engine, decode.batch, {}, RuntimeMode::kFull, iterations);
+  for (int c = 0; c < kHostConditions; ++c) {
+    row.host[c] = host_times(engine, decode.batch, HostCondition(c), iterations, &row.host_us[c]);
+  }
+  row.breakdown = breakdown(engine, decode.batch);
+  return row;
+}
+
+/// A prefill row: eagerly, and in the graph mode the dispatcher runs it in (a prefill is never
+/// a uniform decode, so preferring pieces changes nothing); the breakdown and the FLOPs.
+PrefillRow time_prefill(Engine& engine, const PrefillShape& shape, int context, int iterations,
+                        std::mt19937& rng) {
+  check_prefill_shape(shape, context, engine.limits(), engine.spec());
+  const PrefillBatch prefill(shape, context, engine.limits(), rng);
+  PrefillRow row;
+  row.shape = shape;
+  const int tokens = shape.b * shape.n;
+  const Dispatch dispatch = engine.dispatcher().dispatch(tokens, shape.b, false);
+  row.mode = dispatch.mode;
+  row.run_tokens = dispatch.mode == RuntimeMode::kEager ? tokens : dispatch.descriptor.num_tokens;
+  row.ms[int(RuntimeMode::kEager)] =
+      time_steps(engine, prefill.batch, {.eager = true}, RuntimeMode::kEager, iterations);
+  if (row.mode != RuntimeMode::kEager) {
+    row.ms[int(row.mode)] = time_steps(engine, prefill.batch, {}, row.mode, iterations);
+  }
+  row.flops = prefill_flops(engine.spec(), shape.b, shape.n, context);
+  row.breakdown = breakdown(engine, prefill.batch);
+  return row;
+}
+
+struct BenchFigures {
+  int context = 0, prefill_context = 0, iterations = 0;
+  double weight_bytes = 0.0;
+  std::vector<Row> decode;
+  std::vector<PrefillRow> prefill;
+};
+
+void write_json(const std::string& path, const Engine& engine, const BenchFigures& f) {
+  std::ofstream out(path);
+  FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", path, "'");
+  const CaptureReport& report = engine.capture_report();
+  out << "{\n  \"spec\": \"" << json_escape(engine.spec().source) << "\",\n  \"model\": \""
+      << json_escape(engine.spec().model.name) << "\",\n  \"backend\": \""
+      << json_escape(engine.spec().model.layers.front().backend)
+      << "\",\n  \"context\": " << f.context << ",\n  \"iterations\": " << f.iterations
+      << ",\n  \"capture_total_ms\": " << report.total_ms
+      << ",\n  \"graphs\": " << engine.num_graphs()
+      << ",\n  \"executables\": " << engine.num_executables()
+      << ",\n  \"graph_device_bytes\": " << report.graph_device_bytes
+      << ",\n  \"warmup_device_bytes\": " << report.warmup_device_bytes
+      << ",\n  \"warmup_ms\": " << report.warmup_ms << ",\n  \"weight_bytes\": " << f.weight_bytes
+      << ",\n  \"results\": [";
+  for (std::size_t i = 0; i < f.decode.size(); ++i) {
+    const Row& r = f.decode[i];
+    out << (i ? ",\n    " : "\n    ") << "{\"batch\": " << r.batch << ", \"context\": " << f.context
+        << ", \"run_tokens\": " << r.run_tokens << ", \"eager_ms\": " << r.ms[0]
+        << ", \"piecewise_ms\": " << r.ms[1] << ", \"full_ms\": " << r.ms[2]
+        << ", \"host_us_per_step\": " << r.host_us[0]
+        << ", \"host_validate_us\": " << r.host[0].validate_us
+        << ", \"host_upload_us\": " << r.host[0].upload_us
+        << ", \"host_launch_us\": " << r.host[0].launch_us
+        << ", \"host_us_warm\": " << r.host_us[int(HostCondition::kWarm)]
+        << ", \"host_us_gpu_busy\": " << r.host_us[int(HostCondition::kGpuBusy)]
+        << ", \"host_us_after_poll\": " << r.host_us[int(HostCondition::kAfterPoll)]
+        << ", \"ops\": \"" << json_escape(r.breakdown.text())
+        << "\", \"breakdown\": " << r.breakdown.json() << "}";
+  }
+  out << (f.decode.empty() ? "]" : "\n  ]") << ",\n  \"prefill_context\": " << f.prefill_context
+      << ",\n  \"prefill\": [";
+  for (std::size_t i = 0; i < f.prefill.size(); ++i) {
+    const PrefillRow& r = f.prefill[i];
+    out << (i ? ",\n    " : "\n    ") << "{\"b\": " << r.shape.b << ", \"n\": " << r.shape.n
+        << ", \"context\": " << f.prefill_context << ", \"tokens\": " << r.shape.b * r.shape.n
+        << ", \"run_tokens\": " << r.run_tokens << ", \"mode\": \"" << to_string(r.mode)
+        << "\", \"eager_ms\": " << r.ms[0] << ", \"piecewise_ms\": " << r.ms[1]
+        << ", \"full_ms\": " << r.ms[2] << ", \"ms\": " << r.dispatched_ms()
+        << ", \"dense_flops\": " << r.flops.dense << ", \"attention_flops\": " << r.flops.attention
+        << ", \"tflops\": " << r.tflops() << ", \"breakdown\": " << r.breakdown.json() << "}";
+  }
+  out << (f.prefill.empty() ? "]" : "\n  ]") << "\n}\n";
+}
+
 }  // namespace
 
 const std::string_view kBenchUsage = kUsage;
@@ -186,7 +365,10 @@ const std::string_view kBenchUsage = kUsage;
 int run_bench(Args args) {
   EngineArgs common;
   std::vector<int> batches = {1, 8, 64, 256};
-  int context = 1024, iterations = 50;
+  std::vector<PrefillShape> prefill;
+  bool batches_given = false;
+  BenchFigures f;
+  f.context = 1024, f.iterations = 50;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     if (is_help(a)) {
@@ -194,27 +376,45 @@ int run_bench(Args args) {
       return 0;
     } else if (a == "--batches") {
       batches = parse_list(a, take_value(args, i));
+      batches_given = true;
     } else if (a == "--context") {
-      context = static_cast<int>(parse_count(a, take_value(args, i)));
+      f.context = static_cast<int>(parse_count(a, take_value(args, i)));
     } else if (a == "--iterations") {
-      iterations = static_cast<int>(parse_count(a, take_value(args, i)));
+      f.iterations = static_cast<int>(parse_count(a, take_value(args, i)));
+    } else if (a == "--prefill") {
+      prefill = parse_prefill_shapes(a, take_value(args, i));
+    } else if (a == "--prefill-context") {
+      f.prefill_context =
+          static_cast<int>(parse_whole(a, take_value(args, i), 0, std::numeric_limits<int>::max()));
     } else if (!common.take(args, i)) {
       refuse(a);
     }
   }
   common.require_spec();
+  if (!prefill.empty() && !batches_given) batches.clear();
+  // A GPU this build has no code for is refused before the spec, whose backends query the
+  // device; the prefill shapes are checked against the spec's limits before any GPU work.
+  if (has_gpu()) require_usable_gpu();
+  EngineSpec spec = common.load();
+  for (const PrefillShape& shape : prefill) {
+    check_prefill_shape(shape, f.prefill_context, DeploymentGeometry::of(spec).limits, spec);
+  }
   require_usable_gpu();
   EngineOptions options;
   options.device_memory = device_memory(common.device_bytes).bytes;
-  Engine engine(common.load(), options);
+  Engine engine(std::move(spec), options);
   const CaptureReport& report = engine.capture_report();
   FF_CHECK(report.failure.empty(), ErrorCode::kCudaError, "capture failed: ", report.failure);
+  // The KV blocks are known once planned.
+  for (const PrefillShape& shape : prefill) {
+    check_prefill_shape(shape, f.prefill_context, engine.limits(), engine.spec());
+  }
   const MemoryRegion* weights = engine.plan().find("weights");
-  const double weight_bytes = weights != nullptr ? static_cast<double>(weights->bytes) : 0.0;
+  f.weight_bytes = weights != nullptr ? static_cast<double>(weights->bytes) : 0.0;
 
   std::printf("spec %s (%s), backend %s, context %d, %d iterations; graph mode %.*s\n",
               engine.spec().source.c_str(), engine.spec().model.name.c_str(),
-              engine.spec().model.layers.front().backend.c_str(), context, iterations,
+              engine.spec().model.layers.front().backend.c_str(), f.context, f.iterations,
               int(to_string(engine.dispatcher().mode()).size()),
               to_string(engine.dispatcher().mode()).data());
   std::printf(
@@ -223,73 +423,50 @@ int run_bench(Args args) {
       report.captured.size(), engine.num_graphs(), engine.num_executables(), report.total_ms,
       report.warmup_ms, report.graph_device_bytes / 1048576.0,
       report.warmup_device_bytes / 1048576.0);
-  std::printf("%6s %10s %13s %9s %14s %16s\n", "batch", "eager ms", "piecewise ms", "full ms",
-              "host us/step", "weights TB/s");
   std::mt19937 rng(1);
-  std::vector<Row> rows;
+  if (!batches.empty()) {
+    std::printf("%6s %10s %13s %9s %14s %16s\n", "batch", "eager ms", "piecewise ms", "full ms",
+                "host us/step", "weights TB/s");
+  }
   for (const int b : batches) {
-    const DecodeBatch decode(b, context, engine.limits(), rng);
-    Row row;
-    row.batch = b;
-    row.ms[int(RuntimeMode::kEager)] =
-        time_steps(engine, decode.batch, {.eager = true}, RuntimeMode::kEager, iterations);
-    row.ms[int(RuntimeMode::kPiecewise)] = time_steps(
-        engine, decode.batch, {.prefer_piecewise = true}, RuntimeMode::kPiecewise, iterations);
-    row.ms[int(RuntimeMode::kFull)] =
-        time_steps(engine, decode.batch, {}, RuntimeMode::kFull, iterations);
-    for (int c = 0; c < kHostConditions; ++c) {
-      row.host[c] = host_times(engine, decode.batch, HostCondition(c), iterations, &row.host_us[c]);
-    }
-    row.breakdown = breakdown(engine, decode.batch);
-    auto cell = [](double ms) {
-      return ms > 0 ? std::to_string(ms).substr(0, 6) : std::string("-");
-    };
+    const Row row = time_decode(engine, b, f.context, f.iterations, rng);
     const double best = row.ms[int(RuntimeMode::kFull)] > 0 ? row.ms[int(RuntimeMode::kFull)]
                                                             : row.ms[int(RuntimeMode::kPiecewise)];
     std::printf("%6d %10s %13s %9s %14.1f %16.2f\n", b, cell(row.ms[0]).c_str(),
                 cell(row.ms[1]).c_str(), cell(row.ms[2]).c_str(), row.host_us[0],
-                best > 0 ? weight_bytes / (best * 1e-3) / 1e12 : 0.0);
-    rows.push_back(row);
+                best > 0 ? f.weight_bytes / (best * 1e-3) / 1e12 : 0.0);
+    f.decode.push_back(row);
   }
-  std::printf("host time per step (median, us): validate + upload + launch = step() call\n");
-  for (const Row& r : rows) {
+  if (!f.decode.empty()) {
+    std::printf("host time per step (median, us): validate + upload + launch = step() call\n");
+  }
+  for (const Row& r : f.decode) {
     for (int c = 0; c < kHostConditions; ++c) {
       const StepHostTimes& h = r.host[c];
       std::printf("%6d %-10s %7.1f + %7.1f + %7.1f = %7.1f\n", r.batch, kHostConditionNames[c],
                   h.validate_us, h.upload_us, h.launch_us, r.host_us[c]);
     }
   }
-  std::printf("device time by op, eager with events between ops (ms)\n");
-  for (const Row& r : rows) std::printf("%6d %s\n", r.batch, r.breakdown.c_str());
-  if (!common.json_path.empty()) {
-    std::ofstream out(common.json_path);
-    FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", common.json_path,
-             "'");
-    out << "{\n  \"spec\": \"" << json_escape(engine.spec().source) << "\",\n  \"backend\": \""
-        << json_escape(engine.spec().model.layers.front().backend)
-        << "\",\n  \"context\": " << context << ",\n  \"iterations\": " << iterations
-        << ",\n  \"capture_total_ms\": " << report.total_ms
-        << ",\n  \"graphs\": " << engine.num_graphs()
-        << ",\n  \"executables\": " << engine.num_executables()
-        << ",\n  \"graph_device_bytes\": " << report.graph_device_bytes
-        << ",\n  \"warmup_device_bytes\": " << report.warmup_device_bytes
-        << ",\n  \"warmup_ms\": " << report.warmup_ms << ",\n  \"weight_bytes\": " << weight_bytes
-        << ",\n  \"results\": [";
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      out << (i ? ",\n    " : "\n    ") << "{\"batch\": " << r.batch
-          << ", \"eager_ms\": " << r.ms[0] << ", \"piecewise_ms\": " << r.ms[1]
-          << ", \"full_ms\": " << r.ms[2] << ", \"host_us_per_step\": " << r.host_us[0]
-          << ", \"host_validate_us\": " << r.host[0].validate_us
-          << ", \"host_upload_us\": " << r.host[0].upload_us
-          << ", \"host_launch_us\": " << r.host[0].launch_us
-          << ", \"host_us_warm\": " << r.host_us[int(HostCondition::kWarm)]
-          << ", \"host_us_gpu_busy\": " << r.host_us[int(HostCondition::kGpuBusy)]
-          << ", \"host_us_after_poll\": " << r.host_us[int(HostCondition::kAfterPoll)]
-          << ", \"ops\": \"" << r.breakdown << "\"}";
-    }
-    out << "\n  ]\n}\n";
+  if (!prefill.empty()) {
+    std::printf("prefill after %d cached tokens per request (TFLOP/s in the dispatched mode)\n",
+                f.prefill_context);
+    std::printf("%11s %10s %13s %9s %10s\n", "b x n", "eager ms", "piecewise ms", "full ms",
+                "TFLOP/s");
   }
+  for (const PrefillShape& shape : prefill) {
+    const PrefillRow row = time_prefill(engine, shape, f.prefill_context, f.iterations, rng);
+    const std::string name = std::to_string(shape.b) + "x" + std::to_string(shape.n);
+    std::printf("%11s %10s %13s %9s %10.1f\n", name.c_str(), cell(row.ms[0]).c_str(),
+                cell(row.ms[1]).c_str(), cell(row.ms[2]).c_str(), row.tflops());
+    f.prefill.push_back(row);
+  }
+  std::printf("device time by op, eager with events between ops (ms)\n");
+  for (const Row& r : f.decode) std::printf("%11d %s\n", r.batch, r.breakdown.text().c_str());
+  for (const PrefillRow& r : f.prefill) {
+    const std::string name = std::to_string(r.shape.b) + "x" + std::to_string(r.shape.n);
+    std::printf("%11s %s\n", name.c_str(), r.breakdown.text().c_str());
+  }
+  if (!common.json_path.empty()) write_json(common.json_path, engine, f);
   return 0;
 }
 

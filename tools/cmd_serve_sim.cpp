@@ -1,9 +1,11 @@
 // freezeframe serve-sim SPEC.yaml --trace FILE [--schedule-only] [--time-scale X]
-//                      [--max-requests N] [--device-memory SIZE] [--backend NAME] [--step-ms MS]
+//                      [--max-requests N] [--device-memory SIZE] [--backend NAME]
+//                      [--step-ms MS | --cost-model FILE]
 // Replays a request trace through the serving loop (run_serving_loop): the spec's engine runs
 // every step on the GPU, fed by continuous batching over the plan's KV blocks (admission,
 // chunked prefill, decodes, completion). With --schedule-only no GPU is used: each step is
-// taken to last --step-ms, and the report is what the schedule decides.
+// taken to last --step-ms, or as long as the step cost model fitted to a `freezeframe bench
+// --json` file says (--cost-model), and the report is what the schedule decides.
 
 #include <cstdio>
 #include <cstring>
@@ -15,6 +17,7 @@
 #include "commands.h"
 #include "freezeframe/core/device.h"
 #include "freezeframe/core/error.h"
+#include "freezeframe/core/printable.h"
 #include "freezeframe/engine/plan/memory_planner.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/runtime/graph_scope.h"
@@ -22,6 +25,7 @@
 #include "freezeframe/graphs/dispatcher.h"
 #include "freezeframe/serving/request_trace.h"
 #include "freezeframe/serving/serving_loop.h"
+#include "freezeframe/serving/step_cost_model.h"
 
 namespace freezeframe::tools {
 namespace {
@@ -29,16 +33,21 @@ namespace {
 constexpr const char* kUsage =
     "usage: freezeframe serve-sim SPEC.yaml --trace FILE [--schedule-only] [--time-scale X]\n"
     "                             [--max-requests N] [--device-memory SIZE] [--backend NAME]\n"
-    "                             [--step-ms MS]\n"
+    "                             [--step-ms MS | --cost-model FILE]\n"
     "  --trace FILE       request trace: Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens)\n"
     "                     or Mooncake JSON Lines (timestamp, input_length, output_length, "
     "hash_ids)\n"
-    "  --schedule-only    schedule and dispatch without executing steps (each lasts --step-ms)\n"
+    "  --schedule-only    schedule and dispatch without executing steps (each lasts --step-ms,\n"
+    "                     or as long as --cost-model says)\n"
     "  --backend NAME     run every layer's attention on this backend\n"
     "  --time-scale X     multiply arrival times by X (default 1; 0.1 = ten times the rate)\n"
     "  --max-requests N   replay the first N requests (default: all)\n"
     "  --device-memory    device memory for the plan (default: the GPU's free memory, or 141GiB)\n"
-    "  --step-ms MS       modelled step time with --schedule-only (default 20)\n";
+    "  --step-ms MS       modelled step time with --schedule-only (default 20)\n"
+    "  --cost-model FILE  with --schedule-only, time each step by the cost model fitted to\n"
+    "                     this `freezeframe bench --json` file (it needs decode rows,\n"
+    "                     --batches, and prefill rows, --prefill): dense time by step\n"
+    "                     tokens, plus decode and prefill attention by their work\n";
 
 }  // namespace
 
@@ -49,7 +58,8 @@ int run_serve_sim(Args args) {
   std::optional<std::int64_t> device_bytes;
   TraceOptions trace_options;
   ServingOptions serving;
-  bool schedule_only = false;
+  bool schedule_only = false, step_ms_given = false;
+  std::string cost_model_path;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     auto value = [&] { return take_value(args, i); };
@@ -70,6 +80,9 @@ int run_serve_sim(Args args) {
       backend = std::string(value());
     } else if (a == "--step-ms") {
       serving.modelled_step_ms = parse_positive(a, value());
+      step_ms_given = true;
+    } else if (a == "--cost-model") {
+      cost_model_path = std::string(value());
     } else if (a.empty() || a[0] == '-') {
       refuse(a);
     } else {
@@ -83,6 +96,12 @@ int run_serve_sim(Args args) {
   }
   if (spec_path.empty()) throw UsageError("no spec file given");
   if (trace_path.empty()) throw UsageError("--trace FILE is required: the request trace to replay");
+  if (!cost_model_path.empty() && !schedule_only) {
+    throw UsageError("--cost-model models steps that are not run: it goes with --schedule-only");
+  }
+  if (!cost_model_path.empty() && step_ms_given) {
+    throw UsageError("--step-ms and --cost-model both time the steps: give one");
+  }
 
   // A GPU this build has no code for is refused before the spec, whose backends query the
   // device; no GPU at all only where the engine is built, after the spec and the trace.
@@ -91,6 +110,11 @@ int run_serve_sim(Args args) {
   if (!backend.empty()) use_backend(spec, backend);
   const DeviceMemory device = device_memory(device_bytes);
   const auto trace = load_trace(trace_path, trace_options);
+  std::optional<StepCostModel> cost_model;
+  if (!cost_model_path.empty()) {
+    cost_model.emplace(StepCostModel::load(cost_model_path));
+    serving.cost_model = &*cost_model;
+  }
   std::unique_ptr<Engine> engine;
   std::optional<MemoryPlan> plan;
   std::optional<Dispatcher> dispatcher;
@@ -112,7 +136,14 @@ int run_serve_sim(Args args) {
   const ServingReport r = run_serving_loop(spec, the_plan.kv_cache.num_blocks, the_dispatcher,
                                            trace, engine.get(), serving);
 
-  if (schedule_only) {
+  if (cost_model) {
+    std::printf("serve-sim (schedule only; each step timed by a cost model)\n%s\n",
+                cost_model->describe().c_str());
+    if (!cost_model->model_name().empty() && cost_model->model_name() != spec.model.name) {
+      std::printf("note: the cost model was measured on model %s, the spec is of %s\n",
+                  quote(cost_model->model_name()).c_str(), quote(spec.model.name).c_str());
+    }
+  } else if (schedule_only) {
     std::printf("serve-sim (schedule only; each step modelled as %.1f ms)\n",
                 serving.modelled_step_ms);
   } else {
@@ -157,9 +188,9 @@ int run_serve_sim(Args args) {
               100.0 * r.steps_by_mode[0] / total);
   std::printf("padding in graph steps: %ld real tokens run as %ld (%.1f%% waste)\n",
               r.real_tokens_in_graphs, r.padded_tokens_in_graphs, 100.0 * r.padding_waste());
-  if (!schedule_only) {
-    std::printf("step time: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.step_ms_p50, r.step_ms_p99,
-                r.step_ms_max);
+  if (!schedule_only || cost_model) {
+    std::printf("step time: p50 %.2f ms, p99 %.2f ms, max %.2f ms%s\n", r.step_ms_p50,
+                r.step_ms_p99, r.step_ms_max, cost_model ? " (modelled)" : "");
   }
   if (r.preemptions > 0) {
     std::printf("preemptions: %ld (blocks taken back when the cache ran out; recomputed)\n",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch anchor for one Llama-3.1-8B-shaped decode step, eager and as a CUDA graph.
+"""PyTorch anchor for one Llama-3.1-8B-shaped decode or prefill step, eager and as a CUDA graph.
 
 For each batch size, one decode step in bf16 with deterministic random weights: embedding of B
 token ids, then per layer RMSNorm -> fused QKV projection -> Neox RoPE at position context-1
@@ -16,8 +16,27 @@ events around each replay), free device memory before and after capture, and the
 difference between eager and graph logits. With --gemms-only, a graph holding only the four
 GEMMs per layer (qkv, o, gate_up, down; no lm_head) is timed as well, for reference.
 
+Prefill steps (--prefill 1x8192,4x2048,...: B requests of N new tokens each, after
+--prefill-context C cached ones, like `freezeframe bench --prefill`): the same layers over B*N
+tokens (cuBLAS GEMMs through F.linear in bf16), RoPE at positions C..C+N-1, the new K and V
+written into a contiguous cache [B, kv_heads, C+N, head] (a static slice copy), then SDPA of
+the N queries of each request over its C+N keys with enable_gqa, once per backend of
+--prefill-sdpa (default cudnn and flash, each forced with sdpa_kernel). Every request has the
+same lengths, so one batched SDPA call serves them. Without a context the mask is is_causal;
+with one the causal mask must be aligned to the bottom right (query i sees keys up to C+i),
+which is_causal is not when N < C+N: --prefix-mask lower_right (default) passes
+torch.nn.attention.bias.causal_lower_right, which the flash and memory-efficient kernels run
+natively and other backends receive materialised; --prefix-mask explicit passes a boolean
+[N, C+N] mask to every backend. A backend that cannot run a shape is reported as failed for
+that row. The LM head runs on each request's last token. Reported per shape and backend:
+eager and graph ms, capture ms, and model TFLOP/s of the graph replay (2 per parameter per
+token for the layers' matrices, the LM head on B rows, and 4*heads*head per query-key pair).
+With --prefill and no --batches only prefill steps run.
+
 usage: python3 bench/anchors/llama_step.py --json $OUT/llama_step_anchor.json
        [--batches 1,8,64,256] [--context 1024] [--gemms-only] [--sdpa auto|flash|cudnn|efficient|math]
+       [--prefill 1x8192,4x2048,16x512,64x128] [--prefill-context C] [--prefill-sdpa cudnn,flash]
+       [--prefix-mask lower_right|explicit] [--ours freezeframe_bench.json]
 """
 
 import argparse
@@ -115,6 +134,61 @@ def make_gemm_step(w, c, batch):
     return step
 
 
+def prefix_mask(n, total, kind):
+    """The causal mask of N queries at the end of TOTAL keys (query i sees keys 0..TOTAL-N+i)."""
+    if kind == "explicit":
+        rows = torch.arange(n, device="cuda")[:, None] + (total - n)
+        return torch.arange(total, device="cuda")[None, :] <= rows
+    from torch.nn.attention.bias import causal_lower_right
+    return causal_lower_right(n, total)
+
+
+def make_prefill_step(w, c, batch, new, context, mask_kind):
+    """Static inputs, KV caches holding `context` cached positions, and a step closure for
+    `batch` requests of `new` tokens each."""
+    total = context + new
+    ids = torch.randint(c.vocab, (batch * new,), device="cuda")
+    pos = torch.arange(context, total, device="cuda")
+    caches = [(randn(batch, c.kv_heads, total, c.head_dim), randn(batch, c.kv_heads, total, c.head_dim))
+              for _ in range(c.layers)]
+    inv_freq = c.rope_theta ** -(torch.arange(0, c.head_dim, 2, device="cuda", dtype=torch.float32) / c.head_dim)
+    q_size, kv_size = c.heads * c.head_dim, c.kv_heads * c.head_dim
+    mask = prefix_mask(new, total, mask_kind) if context > 0 else None
+
+    def attention(q, k, v):
+        if mask is None:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+
+    def step():
+        h = F.embedding(ids, w.embed)
+        freqs = pos[:, None].float() * inv_freq
+        cos, sin = freqs.cos().to(DTYPE)[:, None], freqs.sin().to(DTYPE)[:, None]  # [new, 1, head/2]
+        for layer, (k_cache, v_cache) in zip(w.layers, caches):
+            q, k, v = F.linear(rms_norm(h, layer.ln1, c.rms_eps), layer.qkv).split([q_size, kv_size, kv_size], dim=-1)
+            q = rope(q.view(batch, new, c.heads, c.head_dim), cos, sin)
+            k = rope(k.view(batch, new, c.kv_heads, c.head_dim), cos, sin)
+            k_cache[:, :, context:].copy_(k.transpose(1, 2))
+            v_cache[:, :, context:].copy_(v.view(batch, new, c.kv_heads, c.head_dim).transpose(1, 2))
+            attn = attention(q.transpose(1, 2), k_cache, v_cache)  # [batch, heads, new, head]
+            h = h + F.linear(attn.transpose(1, 2).reshape(batch * new, q_size), layer.o)
+            gate, up = F.linear(rms_norm(h, layer.ln2, c.rms_eps), layer.gate_up).chunk(2, dim=-1)
+            h = h + F.linear(F.silu(gate) * up, layer.down)
+        last = h.view(batch, new, c.hidden)[:, -1]
+        return F.linear(rms_norm(last, w.norm, c.rms_eps), w.lm_head).float()
+
+    return step
+
+
+def prefill_flops(c, batch, new, context):
+    """Model FLOPs of a prefill step, as `freezeframe bench` counts them."""
+    layer_params = ((c.heads + 2 * c.kv_heads) * c.head_dim * c.hidden + c.heads * c.head_dim * c.hidden
+                    + 3 * c.intermediate * c.hidden) * c.layers
+    pairs = new * context + new * (new + 1) // 2
+    return (2 * layer_params * batch * new + 2 * c.vocab * c.hidden * batch
+            + 4 * c.heads * c.head_dim * c.layers * batch * pairs)
+
+
 def event_times(fn, iterations, warmup):
     """Per-call CUDA-event times in ms after `warmup` untimed calls."""
     for _ in range(warmup):
@@ -182,9 +256,44 @@ def bench_batch(w, c, batch, args):
     return result
 
 
+def bench_prefill(w, c, shape, sdpa, args):
+    batch, new = shape
+    step = make_prefill_step(w, c, batch, new, args.prefill_context, args.prefix_mask)
+    with sdpa_kernel(BACKENDS[sdpa]):
+        eager = event_times(step, args.iterations, args.warmup)
+        eager_logits = step().clone()
+        graph, logits, capture_ms, free_before, free_after = capture(step, args.warmup)
+        replays = event_times(graph.replay, args.iterations, args.warmup)
+    graph_ms = statistics.median(replays)
+    flops = prefill_flops(c, batch, new, args.prefill_context)
+    result = {
+        "b": batch, "n": new, "context": args.prefill_context, "sdpa": sdpa,
+        "mask": "is_causal" if args.prefill_context == 0 else args.prefix_mask,
+        "eager_ms": statistics.median(eager), "graph_ms": graph_ms, "graph_ms_min": min(replays),
+        "capture_ms": capture_ms, "graph_bytes": free_before - free_after, "flops": flops,
+        "eager_tflops": flops / (statistics.median(eager) * 1e-3) / 1e12,
+        "graph_tflops": flops / (graph_ms * 1e-3) / 1e12,
+        "logits_finite": bool(torch.isfinite(logits).all()),
+        "max_abs_diff_graph_vs_eager": (logits - eager_logits).abs().max().item(),
+    }
+    del graph, logits, eager_logits, step
+    return result
+
+
+def parse_shapes(text):
+    """'1x8192,4x2048' -> [(1, 8192), (4, 2048)]."""
+    shapes = []
+    for item in text.split(","):
+        b, sep, n = item.strip().partition("x")
+        if not sep or not b.isdigit() or not n.isdigit() or int(b) < 1 or int(n) < 1:
+            raise SystemExit(f"--prefill: '{item}' is not BxN (B requests of N new tokens each, e.g. 4x2048)")
+        shapes.append((int(b), int(n)))
+    return shapes
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", default="1,8,64,256", help="comma-separated batch sizes")
+    parser.add_argument("--batches", help="comma-separated decode batch sizes (default 1,8,64,256; none with only --prefill)")
     parser.add_argument("--context", type=int, default=1024, help="tokens per request, including the new one")
     parser.add_argument("--max-context", type=int, help="KV cache capacity per request (default: --context)")
     parser.add_argument("--iterations", type=int, default=50, help="timed steps / replays per mode")
@@ -192,12 +301,24 @@ def main():
     for flag, default in (("hidden", 4096), ("layers", 32), ("heads", 32), ("kv-heads", 8), ("head-dim", 128),
                           ("intermediate", 14336), ("vocab", 128256), ("rope-theta", 500000.0), ("rms-eps", 1e-5), ("seed", 0)):
         parser.add_argument(f"--{flag}", type=type(default), default=default, help="model shape" if flag != "seed" else None)
-    parser.add_argument("--sdpa", choices=["auto", *BACKENDS], default="auto", help="force one SDPA backend")
+    parser.add_argument("--sdpa", choices=["auto", *BACKENDS], default="auto", help="force one SDPA backend (decode)")
     parser.add_argument("--gemms-only", action="store_true", help="also time a graph of only the 4 GEMMs per layer")
+    parser.add_argument("--prefill", help="prefill steps, comma-separated BxN (B requests of N new tokens each)")
+    parser.add_argument("--prefill-context", type=int, default=0, help="tokens cached before each prefill request's new ones")
+    parser.add_argument("--prefill-sdpa", default="cudnn,flash", help="SDPA backends the prefill steps run on, each forced")
+    parser.add_argument("--prefix-mask", choices=["lower_right", "explicit"], default="lower_right",
+                        help="the causal mask with a context: causal_lower_right or a boolean [N, C+N] mask")
     parser.add_argument("--json", help="write results as one JSON object to this path")
     parser.add_argument("--ours", help="JSON of `freezeframe bench` on the same shapes, printed side by side")
     args = parser.parse_args()
+    if args.batches is None:
+        args.batches = "" if args.prefill else "1,8,64,256"
     batches = [int(b) for b in args.batches.split(",") if b.strip()]
+    prefill_shapes = parse_shapes(args.prefill) if args.prefill else []
+    prefill_sdpa = [b.strip() for b in args.prefill_sdpa.split(",") if b.strip()]
+    unknown = [b for b in prefill_sdpa if b not in BACKENDS]
+    if unknown or args.prefill_context < 0:
+        raise SystemExit(f"--prefill-sdpa takes {', '.join(BACKENDS)}; --prefill-context a count >= 0")
     c = SimpleNamespace(**{k: getattr(args, k) for k in ("context", "hidden", "layers", "heads", "kv_heads", "head_dim",
                                                           "intermediate", "vocab", "rope_theta", "rms_eps")})
     c.max_context = args.max_context or args.context
@@ -212,33 +333,11 @@ def main():
         weight_bytes = c.streamed_weight_bytes + w.embed.numel() * ITEMSIZE
         print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, weights {weight_bytes / 2**30:.2f} GiB, "
               f"context {c.context}, sdpa {args.sdpa}, rms_norm {'F.rms_norm' if HAS_RMS_NORM else 'manual'}")
-        header = f"{'batch':>5} | {'eager ms':>9} | {'graph ms':>9} {'TB/s':>5} | {'capture ms':>10} | {'graph MiB':>9}"
-        header += f" | {'gemms ms':>8}" if args.gemms_only else ""
-        print(header)
-        print("-" * len(header))
-        results = []
-        for batch in batches:
-            torch.manual_seed(args.seed + batch)
-            backend = sdpa_kernel(BACKENDS[args.sdpa]) if args.sdpa != "auto" else contextlib.nullcontext()
-            try:
-                with backend:
-                    r = bench_batch(w, c, batch, args)
-            except (RuntimeError, torch.OutOfMemoryError) as error:
-                message = str(error).splitlines()[0][:160] if str(error) else type(error).__name__
-                print(f"{batch:>5} | failed: {message}", flush=True)
-                r = {"batch": batch, "error": message}
-            gc.collect()
-            torch.cuda.empty_cache()
-            results.append(r)
-            if "error" in r:
-                continue
-            line = (f"{batch:>5} | {r['eager_ms']:>9.3f} | {r['graph_ms']:>9.3f} {r['graph_tbs']:>5.2f} | "
-                    f"{r['capture_ms']:>10.1f} | {r['graph_bytes'] / 2**20:>9.1f}")
-            line += f" | {r['gemms_graph_ms']:>8.3f}" if args.gemms_only else ""
-            print(line + ("" if r["logits_finite"] else "  (non-finite logits)"), flush=True)
+        results = run_decode(w, c, batches, args) if batches else []
+        prefill = run_prefill(w, c, prefill_shapes, prefill_sdpa, args) if prefill_shapes else []
 
-    total_capture_ms = sum(r.get("capture_ms", 0.0) for r in results)
-    total_graph_bytes = sum(r.get("graph_bytes", 0) for r in results)
+    total_capture_ms = sum(r.get("capture_ms", 0.0) for r in results + prefill)
+    total_graph_bytes = sum(r.get("graph_bytes", 0) for r in results + prefill)
     print(f"total capture ms: {total_capture_ms:.1f}, total graph memory {total_graph_bytes / 2**20:.1f} MiB")
     if args.json:
         report = {
@@ -248,19 +347,82 @@ def main():
             "shapes": shapes, "weight_bytes": weight_bytes, "streamed_weight_bytes": c.streamed_weight_bytes,
             "iterations": args.iterations, "warmup": args.warmup, "seed": args.seed,
             "total_capture_ms": total_capture_ms, "total_graph_bytes": total_graph_bytes, "results": results,
+            "prefill_context": args.prefill_context, "prefix_mask": args.prefix_mask, "prefill": prefill,
         }
         with open(args.json, "w") as out:
             json.dump(report, out, indent=2)
             out.write("\n")
     if args.ours:
-        side_by_side(args.ours, results)
+        with open(args.ours) as f:
+            ours = json.load(f)
+        if results:
+            side_by_side(ours, results)
+        if prefill:
+            prefill_side_by_side(ours, prefill)
     print("anchor llama_step: done")
 
 
-def side_by_side(path, results):
+def failure(error):
+    return str(error).splitlines()[0][:160] if str(error) else type(error).__name__
+
+
+def run_decode(w, c, batches, args):
+    header = f"{'batch':>5} | {'eager ms':>9} | {'graph ms':>9} {'TB/s':>5} | {'capture ms':>10} | {'graph MiB':>9}"
+    header += f" | {'gemms ms':>8}" if args.gemms_only else ""
+    print(header)
+    print("-" * len(header))
+    results = []
+    for batch in batches:
+        torch.manual_seed(args.seed + batch)
+        backend = sdpa_kernel(BACKENDS[args.sdpa]) if args.sdpa != "auto" else contextlib.nullcontext()
+        try:
+            with backend:
+                r = bench_batch(w, c, batch, args)
+        except (RuntimeError, torch.OutOfMemoryError) as error:
+            print(f"{batch:>5} | failed: {failure(error)}", flush=True)
+            r = {"batch": batch, "error": failure(error)}
+        gc.collect()
+        torch.cuda.empty_cache()
+        results.append(r)
+        if "error" in r:
+            continue
+        line = (f"{batch:>5} | {r['eager_ms']:>9.3f} | {r['graph_ms']:>9.3f} {r['graph_tbs']:>5.2f} | "
+                f"{r['capture_ms']:>10.1f} | {r['graph_bytes'] / 2**20:>9.1f}")
+        line += f" | {r['gemms_graph_ms']:>8.3f}" if args.gemms_only else ""
+        print(line + ("" if r["logits_finite"] else "  (non-finite logits)"), flush=True)
+    return results
+
+
+def run_prefill(w, c, shapes, backends, args):
+    mask = "is_causal" if args.prefill_context == 0 else args.prefix_mask
+    print(f"prefill after {args.prefill_context} cached tokens per request (mask {mask})")
+    header = (f"{'b x n':>10} {'sdpa':>6} | {'eager ms':>9} | {'graph ms':>9} {'TFLOP/s':>8} | "
+              f"{'capture ms':>10} | {'graph MiB':>9}")
+    print(header)
+    print("-" * len(header))
+    results = []
+    for b, n in shapes:
+        for sdpa in backends:
+            torch.manual_seed(args.seed + b * n)
+            name = f"{b}x{n}"
+            try:
+                r = bench_prefill(w, c, (b, n), sdpa, args)
+            except (RuntimeError, torch.OutOfMemoryError) as error:
+                print(f"{name:>10} {sdpa:>6} | failed: {failure(error)}", flush=True)
+                r = {"b": b, "n": n, "context": args.prefill_context, "sdpa": sdpa, "error": failure(error)}
+            gc.collect()
+            torch.cuda.empty_cache()
+            results.append(r)
+            if "error" in r:
+                continue
+            print(f"{name:>10} {sdpa:>6} | {r['eager_ms']:>9.3f} | {r['graph_ms']:>9.3f} {r['graph_tflops']:>8.1f} | "
+                  f"{r['capture_ms']:>10.1f} | {r['graph_bytes'] / 2**20:>9.1f}"
+                  + ("" if r["logits_finite"] else "  (non-finite logits)"), flush=True)
+    return results
+
+
+def side_by_side(ours, results):
     """Freezeframe's full-graph decode step next to PyTorch's CUDA graph, per batch."""
-    with open(path) as f:
-        ours = json.load(f)
     by_batch = {r["batch"]: r for r in ours["results"]}
     print(f"\nFreezeframe ({ours['spec']}, {ours['backend']}) vs PyTorch, decode step, context {ours['context']}")
     # Host time of one step() right after a synchronize, and with the GPU running the previous step.
@@ -276,6 +438,24 @@ def side_by_side(path, results):
     torch_capture = sum(r.get("capture_ms", 0.0) for r in results)
     print(f"capture: ours {ours['graphs']} graphs of every size in {ours['capture_total_ms']:.0f} ms, "
           f"{ours['graph_device_bytes'] / 2**20:.1f} MiB; torch {len(results)} graphs in {torch_capture:.0f} ms")
+
+
+def prefill_side_by_side(ours, results):
+    """Freezeframe's prefill step (in the mode its dispatcher runs it in) next to PyTorch's CUDA
+    graph and eager step, per shape and SDPA backend; ratio ours / torch graph."""
+    by_shape = {(r["b"], r["n"], r["context"]): r for r in ours.get("prefill", [])}
+    print(f"\nFreezeframe ({ours['spec']}, {ours['backend']}) vs PyTorch, prefill step")
+    print("     b x n  context  sdpa | ours ms (mode)    | torch graph ms | ours/torch | ours eager ms | "
+          "torch eager ms | ours TFLOP/s | torch TFLOP/s")
+    for r in results:
+        o = by_shape.get((r["b"], r["n"], r["context"]))
+        if o is None or "error" in r or not o.get("ms"):
+            continue
+        name = f"{r['b']}x{r['n']}"
+        mode = f"{o['ms']:.3f} ({o['mode']})"
+        print(f"{name:>10} {r['context']:>8} {r['sdpa']:>5} | {mode:<17} | {r['graph_ms']:>14.3f} | "
+              f"{o['ms'] / r['graph_ms']:>10.3f} | {o['eager_ms']:>13.3f} | {r['eager_ms']:>14.3f} | "
+              f"{o['tflops']:>12.1f} | {r['graph_tflops']:>13.1f}")
 
 
 if __name__ == "__main__":

@@ -85,6 +85,12 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
     const int reqs = static_cast<int>(step->requests.size());
     Dispatch dispatch = dispatcher.dispatch(tokens, reqs, decodes == reqs);
     double ms = options.modelled_step_ms;
+    if (engine == nullptr && options.cost_model != nullptr) {
+      // A graph runs the step padded to its size.
+      const int run_tokens =
+          dispatch.mode == RuntimeMode::kEager ? tokens : dispatch.descriptor.num_tokens;
+      ms = options.cost_model->step_ms(step->requests, run_tokens);
+    }
     if (engine != nullptr) {
       token_ids.clear();
       for (std::size_t i = 0; i < step->requests.size(); ++i) {

@@ -8,6 +8,7 @@
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/graphs/dispatcher.h"
 #include "freezeframe/serving/serving_loop.h"
+#include "freezeframe/serving/step_cost_model.h"
 
 namespace freezeframe {
 namespace {
@@ -49,6 +50,34 @@ TEST(ServingLoop, ReportsQueueingTimeToFirstTokenAndTimePerOutputToken) {
   ASSERT_EQ(r.tpot_ms.samples, 2u);
   EXPECT_NEAR(r.tpot_ms.p50, 10.0, 1e-9) << "(40 − 10) / 3 and (40 − 30) / 1";
   EXPECT_NEAR(r.tpot_ms.p99, 10.0, 1e-9);
+}
+
+// With a cost model each step takes what the model says: here a flat 2 ms of dense time and
+// 1 us per decode context token and per prefill query-key pair. Request 0 (40-token prompt, 3
+// outputs) prefills in one step (2 + 0.820 ms: 40·41/2 pairs), then decodes over 41 and 42
+// tokens (2.041 and 2.042 ms).
+TEST(ServingLoop, TimesEachStepWithTheCostModel) {
+  std::vector<StepSample> samples(2);
+  samples[0].work = {1, 1000, 0};
+  samples[0].run_tokens = 1, samples[0].ms = 3.0, samples[0].attention_ms = 1.0;
+  samples[1].work = {100, 0, 5050};
+  samples[1].run_tokens = 100, samples[1].ms = 7.05, samples[1].attention_ms = 5.05;
+  const StepCostModel model = StepCostModel::fit(samples, "fitted");
+  ASSERT_NEAR(model.decode_ms_per_context_token(), 1e-3, 1e-12);
+  ASSERT_NEAR(model.prefill_ms_per_pair(), 1e-3, 1e-12);
+
+  const EngineSpec spec = parse_spec(kSpec);
+  const Dispatcher dispatcher(effective_graph_mode(spec), spec.cuda_graphs.capture_sizes,
+                              spec.scheduler.max_num_seqs);
+  const std::vector<TraceRequest> trace = {{0.0, 40, 3}};
+  const ServingReport r =
+      run_serving_loop(spec, 1000, dispatcher, trace, nullptr, {.cost_model = &model});
+  ASSERT_EQ(r.finished, 1u);
+  EXPECT_EQ(r.steps, 3);
+  EXPECT_NEAR(r.busy_seconds * 1e3, 2.820 + 2.041 + 2.042, 1e-9);
+  EXPECT_NEAR(r.ttft_ms.p50, 2.820, 1e-9);
+  EXPECT_NEAR(r.tpot_ms.p50, (2.041 + 2.042) / 2, 1e-9);
+  EXPECT_NEAR(r.step_ms_max, 2.820, 1e-9);
 }
 
 }  // namespace

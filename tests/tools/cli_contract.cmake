@@ -1,7 +1,8 @@
 # The command-line contract of the freezeframe tool, on the built binary, with or without a GPU:
 # --help and -h on every command print its usage on stdout and exit 0; an unknown option or an
 # extra argument is refused with the usage on stderr and exit 2; an error exits 1 and names no
-# source file unless --verbose; and serve-sim says what it is missing.
+# source file unless --verbose; serve-sim says what it is missing; bench refuses prefill shapes
+# that are malformed (exit 2) or past the spec's limits (exit 1) without a GPU.
 # Usage: cmake -DFREEZEFRAME=<tool> -DSOURCE_DIR=<checkout> -DWORK_DIR=<scratch>
 #              -P cli_contract.cmake
 
@@ -77,6 +78,18 @@ endforeach()
 check(RC 2 ARGS plan ${spec} --device-memory ERR "--device-memory needs a value")
 check(RC 2 ARGS plan ${spec} --device-memory 80parsecs ERR "'80parsecs' is not a size")
 check(RC 2 ARGS bench ${spec} --context 1e12 ERR "--context: '1e12' is not a whole number")
+check(RC 2 ARGS bench ${spec} --prefill 4x2048,,1x8 ERR "--prefill: '' is not BxN"
+      "usage: freezeframe bench")
+check(RC 2 ARGS bench ${spec} --prefill 4by2048 ERR "--prefill: '4by2048' is not BxN")
+check(RC 2 ARGS bench ${spec} --prefill 0x2048 ERR "--prefill 0x2048: B: '0' is not a whole")
+check(RC 2 ARGS bench ${spec} --prefill 1x8 --prefill-context -5
+      ERR "--prefill-context: '-5' is not a whole number from 0")
+# A prefill step past the spec's limits is refused before any GPU work, naming the field.
+check(RC 1 ARGS bench ${tiny} --prefill 4x1024
+      ERR "--prefill 4x1024: 4096 new tokens in one step; the spec allows 2048"
+          "scheduler.max_num_batched_tokens" NOT_ERR ".cpp")
+check(RC 1 ARGS bench ${tiny} --prefill 1x2048 --prefill-context 4000
+      ERR "scheduler.max_model_len" NOT_ERR ".cpp")
 
 # An error: its code and message, the source location only with --verbose.
 check(RC 1 ARGS plan missing.yaml
@@ -89,6 +102,11 @@ check(RC 2 ARGS serve-sim ${tiny} ERR "--trace FILE is required")
 check(RC 2 ARGS serve-sim ${tiny} ${trace} ERR "--trace FILE is required")
 check(RC 0 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --device-memory 2GiB
       OUT "finished 2 of 2 requests")
+# The cost model times steps that are not run; a file it cannot read is an error.
+check(RC 2 ARGS serve-sim ${tiny} --trace ${trace} --cost-model ${WORK_DIR}/bench.json
+      ERR "it goes with --schedule-only")
+check(RC 1 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --device-memory 2GiB
+      --cost-model ${WORK_DIR}/missing_bench.json ERR "cannot read cost model file" NOT_ERR ".cpp")
 
 # Without a GPU (demo says so), the GPU commands refuse with the probe's reason, cleanly.
 execute_process(COMMAND ${FREEZEFRAME} demo RESULT_VARIABLE rc OUTPUT_VARIABLE out)

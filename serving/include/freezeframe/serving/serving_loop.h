@@ -1,7 +1,8 @@
 #pragma once
 // The built-in serving loop: a request trace through continuous batching (ContinuousBatcher
 // over a BlockPool of the plan's KV blocks: admission, chunked prefill under the batched-token
-// limit, decodes first, completion) and, when given an engine, each step run on the GPU.
+// limit, decodes first, completion) and, when given an engine, each step run on the GPU;
+// without one, each step takes a modelled time (a constant, or a StepCostModel's figure).
 // Arrivals follow the trace's clock; when nothing can run the clock jumps to the next arrival,
 // so an idle trace does not take its wall time.
 //
@@ -15,6 +16,7 @@
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/graphs/dispatcher.h"
 #include "freezeframe/serving/request_trace.h"
+#include "freezeframe/serving/step_cost_model.h"
 
 namespace freezeframe {
 
@@ -59,8 +61,10 @@ struct ServingReport {
 };
 
 struct ServingOptions {
-  /// Without an engine, each step is taken to last this long.
+  /// Without an engine and a cost model, each step is taken to last this long.
   double modelled_step_ms = 20.0;
+  /// Without an engine: when given, times each step from its work and padded size instead.
+  const StepCostModel* cost_model = nullptr;
 };
 
 /// Replays `trace` through the spec's batcher and `dispatcher` (the engine's when `engine` is
