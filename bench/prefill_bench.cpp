@@ -78,7 +78,8 @@ double run(const Config& c, int iterations, std::mt19937& rng) {
 
   ff::SyntheticBatchSpec spec;
   spec.decode_seq_lens.assign(c.decodes, c.decode_context);
-  for (int b = 0; b < c.batch; ++b) spec.prefills.push_back({c.context + c.new_tokens, c.new_tokens});
+  for (int b = 0; b < c.batch; ++b)
+    spec.prefills.push_back({c.context + c.new_tokens, c.new_tokens});
   spec.block_size = 16;
   spec.seed = 7;
   const ff::SyntheticBatch batch = ff::make_synthetic_batch(spec);
@@ -90,8 +91,8 @@ double run(const Config& c, int iterations, std::mt19937& rng) {
   ff::DeviceBuffer cache;
   ff::TensorView kv;
   if (!bidirectional) {
-    const std::int64_t bytes = ff::kv_cache_bytes(backend, batch.num_blocks, 16, c.kv_heads,
-                                                  c.head_size, dtype);
+    const std::int64_t bytes =
+        ff::kv_cache_bytes(backend, batch.num_blocks, 16, c.kv_heads, c.head_size, dtype);
     cache = ff::DeviceBuffer(bytes);
     fill_random(cache.data(), bytes, dtype, rng);
     kv = ff::kv_cache_view(backend, cache.data(), ff::Device::cuda(), batch.num_blocks, 16,
@@ -185,8 +186,7 @@ int main(int argc, char** argv) {
       const double ms = run(c, quick ? 5 : 20, rng);
       const double tflops = 4.0 * c.heads * c.head_size * visible_pairs(c) / (ms * 1e-3) / 1e12;
       std::printf("%-13s %5d %6d %7d %3d/%-2d %5d %8d %10.3f %8.1f\n", c.kind, c.batch,
-                  c.new_tokens, c.context, c.heads, c.kv_heads, c.head_size, c.decodes, ms,
-                  tflops);
+                  c.new_tokens, c.context, c.heads, c.kv_heads, c.head_size, c.decodes, ms, tflops);
       std::fflush(stdout);
       if (json != nullptr) {
         std::fprintf(json,

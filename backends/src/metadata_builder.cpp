@@ -257,8 +257,8 @@ const AttentionMetadata& MetadataBuilder::build(const CommonAttentionMetadata& c
   if (plan_bytes_ > 0) {
     std::byte* plan = image + image_bytes();
     planner_->plan(c, {plan, plan_bytes_});
-    FF_CUDA_CHECK(cudaMemcpyAsync(plan_device_.data(), plan, plan_bytes_, cudaMemcpyHostToDevice,
-                                  stream));
+    FF_CUDA_CHECK(
+        cudaMemcpyAsync(plan_device_.data(), plan, plan_bytes_, cudaMemcpyHostToDevice, stream));
     metadata_.plan = plan_device_.data();
   }
   staging_free_.record(stream);

@@ -415,7 +415,8 @@ std::vector<Case> cases() {
                  .backend = pd,
                  .prefills = {{1000, 1000}, {900, 250}},
                  .sliding_window = 64});
-  out.push_back({.name = "prefill_bf16_alibi", .backend = pd, .prefills = {{500, 300}}, .alibi = true});
+  out.push_back(
+      {.name = "prefill_bf16_alibi", .backend = pd, .prefills = {{500, 300}}, .alibi = true});
   out.push_back(
       {.name = "prefill_bf16_softcap", .backend = pd, .prefills = {{500, 300}}, .softcap = 5.0f});
   out.push_back({.name = "prefill_bf16_all_features",

@@ -229,8 +229,8 @@ TEST(PagedDecodeBackend, DeclaresAHeadMajorCacheAndDecoderOnly) {
   p.head_size = 96;
   EXPECT_EQ(error_of([&] { (void)b.make_impl(p); }).code(), ErrorCode::kUnsupported);
   // Every attention type: encoders on the prefill kernel, cross-attention over the cache.
-  for (AttentionType type : {AttentionType::kEncoder, AttentionType::kEncoderOnly,
-                             AttentionType::kEncoderDecoder}) {
+  for (AttentionType type :
+       {AttentionType::kEncoder, AttentionType::kEncoderOnly, AttentionType::kEncoderDecoder}) {
     p = llama_like();
     p.attn_type = type;
     EXPECT_NO_THROW((void)b.make_impl(p)) << to_string(type);

@@ -15,10 +15,10 @@ inline constexpr std::array<int, 3> kHeadSizes = {64, 128, 256};
 template <typename F>
 bool with_head_size(int head_size, F&& f) {
   return [&]<std::size_t... I>(std::index_sequence<I...>) {
-    return ((head_size == kHeadSizes[I] ? (f.template operator()<kHeadSizes[I]>(), true)
-                                        : false) ||
+    return ((head_size == kHeadSizes[I] ? (f.template operator()<kHeadSizes[I]>(), true) : false) ||
             ...);
-  }(std::make_index_sequence<kHeadSizes.size()>{});
+  }
+  (std::make_index_sequence<kHeadSizes.size()>{});
 }
 
 }  // namespace freezeframe::kernels

@@ -167,7 +167,8 @@ class PagedDecodeBackend final : public AttentionBackend {
                "encoder_decoder (cross) attention supports neither alibi_slopes nor "
                "sliding_window: key positions are the encoder's, not the query's");
     }
-    for (const auto& why : {DecodePolicy::cannot_implement(p), PrefillPolicy::cannot_implement(p)}) {
+    for (const auto& why :
+         {DecodePolicy::cannot_implement(p), PrefillPolicy::cannot_implement(p)}) {
       FF_CHECK(!why, E::kUnsupported, "backend 'paged_decode': ", why.value_or(""));
     }
     return std::make_unique<PagedDecodeImpl>(p, dcp);

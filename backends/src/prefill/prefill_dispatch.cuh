@@ -15,8 +15,8 @@ PrefillKernel prefill_kernel_for_head_size(DType dtype, DType kv) {
   if (dtype == DType::kBF16 && kv == DType::kFp8E4M3) return &prefill_kernel<bf16, fp8, D>;
   if (dtype == DType::kF16 && kv == DType::kF16) return &prefill_kernel<__half, __half, D>;
   if (dtype == DType::kF16 && kv == DType::kFp8E4M3) return &prefill_kernel<__half, fp8, D>;
-  FF_THROW(ErrorCode::kUnsupported, "prefill: no kernel for ", name_of(dtype),
-           " queries over ", name_of(kv), " keys and values");
+  FF_THROW(ErrorCode::kUnsupported, "prefill: no kernel for ", name_of(dtype), " queries over ",
+           name_of(kv), " keys and values");
 }
 
 }  // namespace freezeframe::prefill

@@ -50,19 +50,20 @@ __device__ __forceinline__ std::uint32_t swizzle(int row, int chunk) {
 }
 
 template <typename T, typename KV, int D>
-__global__ void __launch_bounds__(kThreads) prefill_kernel(const __grid_constant__ PrefillParams p) {
+__global__ void __launch_bounds__(kThreads)
+    prefill_kernel(const __grid_constant__ PrefillParams p) {
   using Cfg = KernelConfig<T, KV, D>;
   using MT = typename Cfg::MT;
   constexpr int kBlockN = Cfg::kBlockN;
   constexpr int kChunks = Cfg::kChunks;
   constexpr int kRowBytes = Cfg::kRowBytes;
-  constexpr int kKSteps = D / 16;       // mma k-steps over the head dim (S = Q·Kᵀ)
+  constexpr int kKSteps = D / 16;         // mma k-steps over the head dim (S = Q·Kᵀ)
   constexpr int kKeyTiles = kBlockN / 8;  // n-tiles of S
-  constexpr int kDimTiles = D / 8;      // n-tiles of O
+  constexpr int kDimTiles = D / 8;        // n-tiles of O
 
   extern __shared__ __align__(128) std::uint8_t smem[];
   std::uint8_t* s_q = smem;
-  std::uint8_t* s_k = smem + Cfg::kQBytes;                    // two tiles
+  std::uint8_t* s_k = smem + Cfg::kQBytes;                        // two tiles
   std::uint8_t* s_v = smem + Cfg::kQBytes + 2 * Cfg::kTileBytes;  // two tiles
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -136,13 +137,11 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const __grid_constant
         const int m = tid / kChunks + k * kQRowStep, c = tid % kChunks;
         const int tok = tok0 + (m >> hp_shift);
         const bool valid = tok < tok_end;
-        const T* src = valid ? q + std::int64_t(q_first + tok) * p.q_stride_token +
-                                   std::int64_t(head0 + (m & ((1 << hp_shift) - 1))) *
-                                       p.q_stride_head +
-                                   c * 8
-                             : q;
-        kernels::cp_async_16(kernels::shared_address(s_q + swizzle<kRowBytes>(m, c)), src,
-                             valid);
+        const T* src =
+            valid ? q + std::int64_t(q_first + tok) * p.q_stride_token +
+                        std::int64_t(head0 + (m & ((1 << hp_shift) - 1))) * p.q_stride_head + c * 8
+                  : q;
+        kernels::cp_async_16(kernels::shared_address(s_q + swizzle<kRowBytes>(m, c)), src, valid);
       }
     }
 
@@ -205,10 +204,9 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const __grid_constant
         const int r = i / kChunks, c = i % kChunks;
         const std::uint32_t dst = swizzle<kRowBytes>(r, c) + buf * Cfg::kTileBytes;
         auto widen = [](uint2 x) {
-          return make_uint4(kernels::fp8x2_to_f16x2(x.x & 0xffff),
-                            kernels::fp8x2_to_f16x2(x.x >> 16),
-                            kernels::fp8x2_to_f16x2(x.y & 0xffff),
-                            kernels::fp8x2_to_f16x2(x.y >> 16));
+          return make_uint4(
+              kernels::fp8x2_to_f16x2(x.x & 0xffff), kernels::fp8x2_to_f16x2(x.x >> 16),
+              kernels::fp8x2_to_f16x2(x.y & 0xffff), kernels::fp8x2_to_f16x2(x.y >> 16));
         };
         *reinterpret_cast<uint4*>(s_k + dst) = widen(fp8_k[k]);
         *reinterpret_cast<uint4*>(s_v + dst) = widen(fp8_v[k]);

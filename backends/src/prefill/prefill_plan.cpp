@@ -15,8 +15,7 @@ int max_plan_tiles(int num_tokens, int num_reqs) {
 
 std::size_t plan_bytes(const BatchLimits& limits) {
   return sizeof(PlanHeader) +
-         sizeof(PlanTile) *
-             std::size_t(max_plan_tiles(limits.max_num_tokens, limits.max_num_reqs));
+         sizeof(PlanTile) * std::size_t(max_plan_tiles(limits.max_num_tokens, limits.max_num_reqs));
 }
 
 void write_plan(const CommonAttentionMetadata& common, std::span<std::byte> slice) {

@@ -2,8 +2,8 @@
 // The prefill kernel's host-side tile schedule, written by the backend's plan hook into the
 // step's staged image: every request with more than one new token cut into planned tiles of
 // kPlanTileTokens tokens, longest work first, then the single-token requests (attended here only
-// where no decode kernel runs: encoder self-attention). Its size depends on the limits only, and the
-// kernel's launch shape on the padded step size only, so a captured graph replays any step of
+// where no decode kernel runs: encoder self-attention). Its size depends on the limits only, and
+// the kernel's launch shape on the padded step size only, so a captured graph replays any step of
 // its size with the schedule of the step at hand.
 
 #include <cstddef>

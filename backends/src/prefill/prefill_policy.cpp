@@ -28,7 +28,8 @@ void PrefillPolicy::plan(const CommonAttentionMetadata& common, std::span<std::b
 }
 
 PrefillPolicy::PrefillPolicy(const AttentionParams& params)
-    : params_(params), heads_per_tile_(prefill::heads_per_tile(params.num_heads / params.num_kv_heads)) {
+    : params_(params),
+      heads_per_tile_(prefill::heads_per_tile(params.num_heads / params.num_kv_heads)) {
   if (has_gpu()) {
     const DType kv = params.kv_cache_dtype;
     try {
