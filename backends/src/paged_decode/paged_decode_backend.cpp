@@ -16,10 +16,10 @@
 
 #include "freezeframe/backends/attention_type.h"
 #include "freezeframe/core/error.h"
+#include "kernels/cache_write.h"
 #include "kernels/head_sizes.h"
 #include "paged_decode/decode_policy.h"
 #include "prefill/prefill_policy.h"
-#include "reference/launch.h"
 #include "reference/reference_backends.h"
 #include "validate.h"
 
@@ -123,8 +123,8 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
   if (has_new_kv && writes_cache) {
     check_kv_rows(key, "key", query.dtype(), md.num_slots, p.num_kv_heads, p.head_size);
     check_kv_rows(value, "value", query.dtype(), md.num_slots, p.num_kv_heads, p.head_size);
-    reference::launch_reshape_and_cache(key, value, call.k, call.v, md.slot_mapping, md.num_slots,
-                                        layer.k_scale, layer.v_scale, stream);
+    kernels::launch_reshape_and_cache(key, value, call.k, call.v, md.slot_mapping, md.num_slots,
+                                      layer.k_scale, layer.v_scale, stream);
   }
   decode_.run(call, stream);
   if (md.num_decode_tokens < rows) prefill_.run(call, /*single_token_rows=*/false, stream);

@@ -12,14 +12,6 @@
 
 namespace freezeframe::reference {
 
-/// Writes key/value rows [T_kv, H_kv, D] into the paged cache halves k_cache / v_cache
-/// ([num_blocks, block_size, H_kv, D] with any strides) at slot_mapping (device, −1 skips).
-/// fp8 caches store x / scale.
-void launch_reshape_and_cache(const TensorView& key, const TensorView& value,
-                              const TensorView& k_cache, const TensorView& v_cache,
-                              const std::int64_t* slot_mapping, int num_slots, float k_scale,
-                              float v_scale, cudaStream_t stream);
-
 /// What one attention launch computes. query [rows, H, D_qk] and output [rows, H, D_v] (and
 /// lse [rows, H] f32, optional) are indexed by absolute row; the launch covers rows
 /// [row_begin, row_begin + num_rows) and requests [req_begin, req_end).

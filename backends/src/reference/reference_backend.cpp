@@ -3,6 +3,7 @@
 
 #include "freezeframe/backends/attention_type.h"
 #include "freezeframe/core/error.h"
+#include "kernels/cache_write.h"
 #include "reference/launch.h"
 #include "reference/reference_backends.h"
 #include "validate.h"
@@ -87,8 +88,8 @@ void ReferenceImpl::forward(const AttentionLayer& layer, const TensorView& query
   if (has_new_kv && writes_cache) {
     check_kv_rows(key, "key", query.dtype(), md.num_slots, p.num_kv_heads, p.head_size);
     check_kv_rows(value, "value", query.dtype(), md.num_slots, p.num_kv_heads, p.head_size);
-    reference::launch_reshape_and_cache(key, value, k_cache, v_cache, md.slot_mapping, md.num_slots,
-                                        layer.k_scale, layer.v_scale, stream);
+    kernels::launch_reshape_and_cache(key, value, k_cache, v_cache, md.slot_mapping, md.num_slots,
+                                      layer.k_scale, layer.v_scale, stream);
   }
 
   reference::launch_attention(

@@ -1,0 +1,152 @@
+// The cache write: new key/value rows go to their slots in the paged cache. Each thread moves
+// 8 consecutive elements of a head (16 bytes of 16-bit input) when the layouts allow it, so a
+// long prefill chunk is written at the copy bandwidth; element by element otherwise.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "freezeframe/core/convert.cuh"
+#include "freezeframe/core/error.h"
+#include "kernels/cache_write.h"
+
+namespace freezeframe::kernels {
+namespace {
+
+struct CacheWriteParams {
+  const void* key;
+  const void* value;
+  std::int64_t key_stride_token, key_stride_head, value_stride_token, value_stride_head;
+  void* k_cache;
+  void* v_cache;
+  std::int64_t stride_block, stride_token, stride_head;
+  const std::int64_t* slot_mapping;
+  int block_size, num_kv_heads, head_size;
+  float inv_k_scale, inv_v_scale;
+};
+
+// One CTA per row; slot −1 (padding, or a token another DCP rank owns) writes nothing.
+template <typename T, typename CacheT>
+__global__ void reshape_and_cache_kernel(const __grid_constant__ CacheWriteParams p) {
+  const std::int64_t slot = p.slot_mapping[blockIdx.x];
+  if (slot < 0) return;
+  const std::int64_t block = slot / p.block_size;
+  const std::int64_t offset = slot % p.block_size;
+  const auto* key = static_cast<const T*>(p.key);
+  const auto* value = static_cast<const T*>(p.value);
+  auto* k_cache = static_cast<CacheT*>(p.k_cache);
+  auto* v_cache = static_cast<CacheT*>(p.v_cache);
+  const int elements = p.num_kv_heads * p.head_size;
+  for (int e = threadIdx.x; e < elements; e += blockDim.x) {
+    const int head = e / p.head_size, d = e % p.head_size;
+    const std::int64_t dst =
+        block * p.stride_block + offset * p.stride_token + head * p.stride_head + d;
+    const float k = to_float(key[blockIdx.x * p.key_stride_token + head * p.key_stride_head + d]);
+    const float v =
+        to_float(value[blockIdx.x * p.value_stride_token + head * p.value_stride_head + d]);
+    k_cache[dst] = from_float<CacheT>(k * p.inv_k_scale);
+    v_cache[dst] = from_float<CacheT>(v * p.inv_v_scale);
+  }
+}
+
+/// Eight elements of T as the cache's type.
+template <typename CacheT>
+struct Pack8 {
+  CacheT v[8];
+};
+
+// The same with 8 elements a thread: one 16-byte load of each input, one store of 8 cache
+// elements (16 bytes, or 8 for an fp8 cache).
+template <typename T, typename CacheT>
+__global__ void reshape_and_cache_vec8_kernel(const __grid_constant__ CacheWriteParams p) {
+  const std::int64_t slot = p.slot_mapping[blockIdx.x];
+  if (slot < 0) return;
+  const std::int64_t block = slot / p.block_size;
+  const std::int64_t offset = slot % p.block_size;
+  const int vectors = p.num_kv_heads * p.head_size / 8;
+  for (int e = threadIdx.x; e < vectors; e += blockDim.x) {
+    const int head = e * 8 / p.head_size, d = e * 8 % p.head_size;
+    const std::int64_t dst =
+        block * p.stride_block + offset * p.stride_token + head * p.stride_head + d;
+    const uint4 k = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.key) +
+                                                    blockIdx.x * p.key_stride_token +
+                                                    head * p.key_stride_head + d);
+    const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.value) +
+                                                    blockIdx.x * p.value_stride_token +
+                                                    head * p.value_stride_head + d);
+    const T* ks = reinterpret_cast<const T*>(&k);
+    const T* vs = reinterpret_cast<const T*>(&v);
+    Pack8<CacheT> ko, vo;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      ko.v[i] = from_float<CacheT>(to_float(ks[i]) * p.inv_k_scale);
+      vo.v[i] = from_float<CacheT>(to_float(vs[i]) * p.inv_v_scale);
+    }
+    *reinterpret_cast<Pack8<CacheT>*>(static_cast<CacheT*>(p.k_cache) + dst) = ko;
+    *reinterpret_cast<Pack8<CacheT>*>(static_cast<CacheT*>(p.v_cache) + dst) = vo;
+  }
+}
+
+template <typename T, typename CacheT>
+void launch(const CacheWriteParams& p, bool vec8, int num_slots, cudaStream_t stream) {
+  if (vec8) {
+    reshape_and_cache_vec8_kernel<T, CacheT><<<num_slots, 128, 0, stream>>>(p);
+  } else {
+    reshape_and_cache_kernel<T, CacheT><<<num_slots, 128, 0, stream>>>(p);
+  }
+  FF_CHECK_LAUNCH();
+}
+
+/// Whether every 8-element group of a row starts 16-byte aligned in the input (and aligned to
+/// 8 cache elements in the cache), so the vectorised kernel may run.
+bool aligned_for_vec8(const CacheWriteParams& p, std::size_t cache_elem) {
+  auto multiple = [](std::int64_t x, std::int64_t m) { return x % m == 0; };
+  const auto addr = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr); };
+  return p.head_size % 8 == 0 && addr(p.key) % 16 == 0 && addr(p.value) % 16 == 0 &&
+         multiple(p.key_stride_token, 8) && multiple(p.key_stride_head, 8) &&
+         multiple(p.value_stride_token, 8) && multiple(p.value_stride_head, 8) &&
+         addr(p.k_cache) % (8 * cache_elem) == 0 && addr(p.v_cache) % (8 * cache_elem) == 0 &&
+         multiple(p.stride_block, 8) && multiple(p.stride_token, 8) && multiple(p.stride_head, 8);
+}
+
+}  // namespace
+
+void launch_reshape_and_cache(const TensorView& key, const TensorView& value,
+                              const TensorView& k_cache, const TensorView& v_cache,
+                              const std::int64_t* slot_mapping, int num_slots, float k_scale,
+                              float v_scale, cudaStream_t stream) {
+  if (num_slots == 0) return;
+  CacheWriteParams p{};
+  p.key = key.data();
+  p.value = value.data();
+  p.key_stride_token = key.stride(0);
+  p.key_stride_head = key.stride(1);
+  p.value_stride_token = value.stride(0);
+  p.value_stride_head = value.stride(1);
+  p.k_cache = k_cache.data();
+  p.v_cache = v_cache.data();
+  p.stride_block = k_cache.stride(0);
+  p.stride_token = k_cache.stride(1);
+  p.stride_head = k_cache.stride(2);
+  p.slot_mapping = slot_mapping;
+  p.block_size = static_cast<int>(k_cache.size(1));
+  p.num_kv_heads = static_cast<int>(key.size(1));
+  p.head_size = static_cast<int>(key.size(2));
+  p.inv_k_scale = 1.0f / k_scale;
+  p.inv_v_scale = 1.0f / v_scale;
+
+  const DType in = key.dtype(), cache = k_cache.dtype();
+  const bool vec8 = aligned_for_vec8(p, size_of(cache));
+  if (in == DType::kBF16 && cache == DType::kBF16)
+    return launch<__nv_bfloat16, __nv_bfloat16>(p, vec8, num_slots, stream);
+  if (in == DType::kF16 && cache == DType::kF16)
+    return launch<__half, __half>(p, vec8, num_slots, stream);
+  if (in == DType::kBF16 && cache == DType::kFp8E4M3)
+    return launch<__nv_bfloat16, __nv_fp8_e4m3>(p, vec8, num_slots, stream);
+  if (in == DType::kF16 && cache == DType::kFp8E4M3)
+    return launch<__half, __nv_fp8_e4m3>(p, vec8, num_slots, stream);
+  FF_THROW(ErrorCode::kUnsupported, "cache write from ", name_of(in), " into a ", name_of(cache),
+           " cache is not supported");
+}
+
+}  // namespace freezeframe::kernels
