@@ -3,10 +3,12 @@
 // bidirectional, over the paged cache or contiguous key/value rows.
 //
 // A CTA tile is kBlockM query rows: (token, head) pairs of 2^heads_per_tile_shift query heads
-// of one KV head, token-major, so those heads share every K/V tile it loads. Each warp owns 16
-// rows. Per K/V tile of kBlockN keys: S = Q·Kᵀ on the tensor cores (Q fragments in registers
-// for head sizes up to 128, read from shared memory for 256), the online softmax in registers
-// (log2 units), O += P·V with P re-packed from S's accumulators as the A operand. K/V tiles are
+// of one KV head, token-major, so those heads share every K/V tile it loads. Each warp owns
+// kMTiles m-tiles of 16 rows (two up to head size 128, so every K/V fragment it reads feeds two
+// multiplies). Per K/V tile of kBlockN keys: S = Q·Kᵀ on the tensor cores (Q fragments read
+// from shared memory), the online softmax in registers (log2 units; O rescaled only when a
+// row's maximum moved), O += P·V with P packed to 16 bits from S's accumulators as the A
+// operand. K/V tiles are
 // double-buffered in shared memory: cp.async brings tile n + 1 while tile n is multiplied (an
 // fp8 cache goes through registers instead, widened to f16 on the way). Shared-memory rows are
 // XOR-swizzled in 16-byte chunks so ldmatrix reads them without bank conflicts.
@@ -32,8 +34,13 @@ template <typename T, typename KV, int D>
 struct KernelConfig {
   using MT = typename kernels::MmaType<KV>::type;  // what the tensor cores multiply
   static constexpr bool kFp8 = sizeof(KV) == 1;
-  static constexpr int kBlockN = D == 256 ? 32 : 64;  // keys of a K/V tile
-  static constexpr bool kQInRegisters = D <= 128;
+  static constexpr int kBlockN = D == 64 ? 64 : 32;  // keys of a K/V tile
+  /// m-tiles of 16 rows a warp owns: two where the registers allow (each K/V fragment then
+  /// feeds twice the multiplies), one for head size 256.
+  static constexpr int kMTiles = D <= 128 ? 2 : 1;
+  static constexpr int kBlockM = kWarps * 16 * kMTiles;  // query rows of a CTA tile
+  /// Q fragments are read from shared memory per use: registers go to the accumulators.
+  static constexpr bool kQInRegisters = false;
   static constexpr int kChunks = D / 8;  // 16-byte chunks of a 16-bit row
   static constexpr int kRowBytes = D * 2;
   static constexpr int kQBytes = kBlockM * kRowBytes;
@@ -49,6 +56,21 @@ __device__ __forceinline__ std::uint32_t swizzle(int row, int chunk) {
   return static_cast<std::uint32_t>(row * kRowBytes + ((chunk ^ (row & 7)) << 4));
 }
 
+/// Swizzled byte offsets of one lane's ldmatrix row for chunks 2j + c, j = 0, 1, …: the row is
+/// ≡ `row` (mod 8) and only chunk bits 0-2 meet the swizzle, so four values cover every j
+/// (offset(j) = base[j % 4] + (j / 4) · 128). Held in four registers instead of one per j.
+template <int kRowBytes>
+struct LaneSwizzle {
+  std::uint32_t base[4];
+  __device__ __forceinline__ LaneSwizzle(int row, int c) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      base[q] = static_cast<std::uint32_t>(row * kRowBytes + (((2 * q + c) ^ (row & 7)) << 4));
+    }
+  }
+  __device__ __forceinline__ std::uint32_t at(int j) const { return base[j % 4] + (j / 4) * 128; }
+};
+
 template <typename T, typename KV, int D>
 __global__ void __launch_bounds__(kThreads)
     prefill_kernel(const __grid_constant__ PrefillParams p) {
@@ -57,6 +79,8 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kBlockN = Cfg::kBlockN;
   constexpr int kChunks = Cfg::kChunks;
   constexpr int kRowBytes = Cfg::kRowBytes;
+  constexpr int kBlockM = Cfg::kBlockM;
+  constexpr int kMTiles = Cfg::kMTiles;
   constexpr int kKSteps = D / 16;         // mma k-steps over the head dim (S = Q·Kᵀ)
   constexpr int kKeyTiles = kBlockN / 8;  // n-tiles of S
   constexpr int kDimTiles = D / 8;        // n-tiles of O
@@ -244,35 +268,49 @@ __global__ void __launch_bounds__(kThreads)
     const std::uint32_t q_smem = kernels::shared_address(s_q);
     const std::uint32_t k_smem = kernels::shared_address(s_k);
     const std::uint32_t v_smem = kernels::shared_address(s_v);
+    const int warp_row = warp * 16 * kMTiles;  // the warp's first row; m-tile mt adds 16 mt
     // Q: matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15).
-    const int q_row = warp * 16 + (mat & 1) * 8 + mrow;
-    auto q_fragment = [&](int kk, std::uint32_t(&a)[4]) {
-      kernels::ldmatrix_x4(a, q_smem + swizzle<kRowBytes>(q_row, 2 * kk + (mat >> 1)));
+    // K: (keys 0-7, k 0-7), (keys 0-7, k 8-15), (keys 8-15, k 0-7), (keys 8-15, k 8-15).
+    // V, transposed: (keys 0-7, dims 0-7), (keys 8-15, dims 0-7), (keys 0-7, dims 8-15), ...
+    const LaneSwizzle<kRowBytes> q_swizzle((mat & 1) * 8 + mrow, mat >> 1);
+    const LaneSwizzle<kRowBytes> k_swizzle((mat >> 1) * 8 + mrow, mat & 1);
+    const LaneSwizzle<kRowBytes> v_swizzle((mat & 1) * 8 + mrow, mat >> 1);
+    auto q_fragment = [&](int mt, int kk, std::uint32_t(&a)[4]) {
+      kernels::ldmatrix_x4(a, q_smem + (warp_row + 16 * mt) * kRowBytes + q_swizzle.at(kk));
     };
-    std::uint32_t qf[Cfg::kQInRegisters ? kKSteps : 1][4];
+    std::uint32_t qf[Cfg::kQInRegisters ? kMTiles : 1][Cfg::kQInRegisters ? kKSteps : 1][4];
     if constexpr (Cfg::kQInRegisters) {
 #pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk) q_fragment(kk, qf[kk]);
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk) q_fragment(mt, kk, qf[mt][kk]);
+      }
     }
 
-    // This lane's rows (g and g + 8 of its warp): their tokens, positions and slopes.
-    int row_tok[2], row_first[2], row_last[2];
-    float row_slope[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int m = warp * 16 + g + 8 * i;
-      row_tok[i] = tok0 + (m >> hp_shift);
-      row_first[i] = first_key(row_tok[i]);
-      row_last[i] = min(last_key(row_tok[i]), kv_len - 1);
-      row_slope[i] = p.use_alibi ? p.alibi[head0 + (m & ((1 << hp_shift) - 1))] : 0.0f;
-    }
+    // This lane's rows, r = 2 mt + i: row g + 8 i of m-tile mt. Their tokens, visible keys and
+    // ALiBi slopes are recomputed where needed (masked tiles, ALiBi) rather than held in
+    // registers, which the accumulators need.
+    constexpr int kRows = 2 * kMTiles;
+    auto lane_row = [&](int r) { return warp_row + 16 * (r / 2) + g + 8 * (r % 2); };
+    auto row_token = [&](int r) { return tok0 + (lane_row(r) >> hp_shift); };
+    // Without a soft cap or ALiBi the scores stay raw until the exponent, where one FFMA
+    // applies the scale (positive, so the row maximum is the same key either way).
     const bool plain_scores = p.softcap <= 0.0f && !p.use_alibi;
-    const float scale_log2 = p.q_scale * kernels::kLog2e;
+    const float exp_scale = plain_scores ? p.q_scale * kernels::kLog2e : 1.0f;
 
-    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-    float o[kDimTiles][4];
+    float row_max[kRows], row_sum[kRows];  // log2 units; row_sum is this lane's partial sum
+    float o[kMTiles][kDimTiles][4];
 #pragma unroll
-    for (int n = 0; n < kDimTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    for (int r = 0; r < kRows; ++r) {
+      row_max[r] = -INFINITY;
+      row_sum[r] = 0.0f;
+    }
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int n = 0; n < kDimTiles; ++n)
+        o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+    }
 
     for (int it = 0; it < num_kv_tiles; ++it) {
       const int buf = it & 1;
@@ -291,91 +329,126 @@ __global__ void __launch_bounds__(kThreads)
       const std::uint32_t v_tile = v_smem + buf * Cfg::kTileBytes;
 
       // S = Q·Kᵀ. K matrices: (keys 0-7, k 0-7), (keys 0-7, k 8-15), (keys 8-15, k 0-7), ...
-      float s[kKeyTiles][4];
+      // Each K fragment feeds every m-tile of the warp.
+      float s[kMTiles][kKeyTiles][4];
 #pragma unroll
-      for (int n = 0; n < kKeyTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int n = 0; n < kKeyTiles; ++n)
+          s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
+      }
 #pragma unroll
       for (int kk = 0; kk < kKSteps; ++kk) {
-        std::uint32_t a[4];
-        if constexpr (Cfg::kQInRegisters) {
+        std::uint32_t a[kMTiles][4];
 #pragma unroll
-          for (int e = 0; e < 4; ++e) a[e] = qf[kk][e];
-        } else {
-          q_fragment(kk, a);
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          if constexpr (Cfg::kQInRegisters) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a[mt][e] = qf[mt][kk][e];
+          } else {
+            q_fragment(mt, kk, a[mt]);
+          }
         }
 #pragma unroll
         for (int pair = 0; pair < kKeyTiles / 2; ++pair) {
           std::uint32_t b[4];
-          const int key = pair * 16 + (mat >> 1) * 8 + mrow;
-          kernels::ldmatrix_x4(b, k_tile + swizzle<kRowBytes>(key, 2 * kk + (mat & 1)));
-          kernels::mma_16816<MT>(s[2 * pair], a[0], a[1], a[2], a[3], b[0], b[1]);
-          kernels::mma_16816<MT>(s[2 * pair + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
+          kernels::ldmatrix_x4(b, k_tile + pair * 16 * kRowBytes + k_swizzle.at(kk));
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            kernels::mma_16816<MT>(s[mt][2 * pair], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[0],
+                                   b[1]);
+            kernels::mma_16816<MT>(s[mt][2 * pair + 1], a[mt][0], a[mt][1], a[mt][2], a[mt][3],
+                                   b[2], b[3]);
+          }
         }
       }
 
-      // Scores in log2 units, masked where this tile crosses a row's visible range.
+      // Scores (raw, or in log2 units with a cap or ALiBi), masked where this tile crosses a
+      // row's visible range; then the online softmax.
       const bool masked = n0 < always_first || n0 + kBlockN - 1 > always_last;
-      float tile_max[2] = {-INFINITY, -INFINITY};
+      std::uint32_t probs[kMTiles][kKeyTiles][2];  // P as 16-bit pairs: rows g and g + 8
 #pragma unroll
-      for (int n = 0; n < kKeyTiles; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = e / 2;
-          const int key = n0 + 8 * n + 2 * t + (e & 1);
-          float x;
-          if (plain_scores) {
-            x = s[n][e] * scale_log2;
-          } else {
-            x = s[n][e] * p.q_scale;
-            if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
-            x = (x + row_slope[i] * float(key - (context + row_tok[i]))) * kernels::kLog2e;
-          }
-          if (masked && (key < row_first[i] || key > row_last[i])) x = -INFINITY;
-          s[n][e] = x;
-          tile_max[i] = fmaxf(tile_max[i], x);
-        }
-      }
-      float correction[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
-        tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
-        const float new_max = fmaxf(row_max[i], tile_max[i]);
-        // A row with no visible key yet keeps max −inf: subtract 0 instead (its p are 0).
-        const float base = new_max == -INFINITY ? 0.0f : new_max;
-        correction[i] = kernels::fast_exp2(row_max[i] - base);
-        row_max[i] = new_max;
-        row_sum[i] *= correction[i];
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int n = 0; n < kKeyTiles; ++n) {
-          s[n][2 * i] = kernels::fast_exp2(s[n][2 * i] - base);
-          s[n][2 * i + 1] = kernels::fast_exp2(s[n][2 * i + 1] - base);
-          row_sum[i] += s[n][2 * i] + s[n][2 * i + 1];
-        }
-      }
 #pragma unroll
-      for (int n = 0; n < kDimTiles; ++n) {
-        o[n][0] *= correction[0];
-        o[n][1] *= correction[0];
-        o[n][2] *= correction[1];
-        o[n][3] *= correction[1];
+          for (int e = 0; e < 4; ++e) {
+            const int r = 2 * mt + e / 2;
+            const int key = n0 + 8 * n + 2 * t + (e & 1);
+            float x = s[mt][n][e];
+            if (!plain_scores) {
+              x *= p.q_scale;
+              if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+              if (p.use_alibi) {
+                const float slope = p.alibi[head0 + (lane_row(r) & ((1 << hp_shift) - 1))];
+                x += slope * float(key - (context + row_token(r)));
+              }
+              x *= kernels::kLog2e;
+            }
+            if (masked) {
+              const int tok = row_token(r);
+              if (key < first_key(tok) || key > min(last_key(tok), kv_len - 1)) x = -INFINITY;
+            }
+            s[mt][n][e] = x;
+            tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+          }
+        }
+        float correction[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int r = 2 * mt + i;
+          tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
+          tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
+          const float new_max = fmaxf(row_max[r], tile_max[i] * exp_scale);
+          // A row with no visible key yet keeps max −inf: subtract 0 instead (its p are 0).
+          const float base = new_max == -INFINITY ? 0.0f : new_max;
+          correction[i] = kernels::fast_exp2(row_max[r] - base);
+          row_max[r] = new_max;
+          row_sum[r] *= correction[i];
+#pragma unroll
+          for (int n = 0; n < kKeyTiles; ++n) {
+            const float p0 = kernels::fast_exp2(s[mt][n][2 * i] * exp_scale - base);
+            const float p1 = kernels::fast_exp2(s[mt][n][2 * i + 1] * exp_scale - base);
+            row_sum[r] += p0 + p1;
+            probs[mt][n][i] = kernels::pack2<MT>(p0, p1);  // S's registers are free from here
+          }
+        }
+        // Rescale only when a row's maximum moved (rarely, once a row has seen many keys).
+        if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) {
+#pragma unroll
+          for (int n = 0; n < kDimTiles; ++n) {
+            o[mt][n][0] *= correction[0];
+            o[mt][n][1] *= correction[0];
+            o[mt][n][2] *= correction[1];
+            o[mt][n][3] *= correction[1];
+          }
+        }
       }
 
       // O += P·V: P's A fragments from S's accumulators; V matrices transposed:
       // (keys 0-7, dims 0-7), (keys 8-15, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 8-15).
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        const std::uint32_t a0 = kernels::pack2<MT>(s[2 * kk][0], s[2 * kk][1]);
-        const std::uint32_t a1 = kernels::pack2<MT>(s[2 * kk][2], s[2 * kk][3]);
-        const std::uint32_t a2 = kernels::pack2<MT>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        const std::uint32_t a3 = kernels::pack2<MT>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-        const int key = kk * 16 + (mat & 1) * 8 + mrow;
+        std::uint32_t a[kMTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          a[mt][0] = probs[mt][2 * kk][0];
+          a[mt][1] = probs[mt][2 * kk][1];
+          a[mt][2] = probs[mt][2 * kk + 1][0];
+          a[mt][3] = probs[mt][2 * kk + 1][1];
+        }
 #pragma unroll
         for (int pair = 0; pair < kDimTiles / 2; ++pair) {
           std::uint32_t b[4];
-          kernels::ldmatrix_x4_trans(b, v_tile + swizzle<kRowBytes>(key, 2 * pair + (mat >> 1)));
-          kernels::mma_16816<MT>(o[2 * pair], a0, a1, a2, a3, b[0], b[1]);
-          kernels::mma_16816<MT>(o[2 * pair + 1], a0, a1, a2, a3, b[2], b[3]);
+          kernels::ldmatrix_x4_trans(b, v_tile + kk * 16 * kRowBytes + v_swizzle.at(pair));
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            kernels::mma_16816<MT>(o[mt][2 * pair], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[0],
+                                   b[1]);
+            kernels::mma_16816<MT>(o[mt][2 * pair + 1], a[mt][0], a[mt][1], a[mt][2], a[mt][3],
+                                   b[2], b[3]);
+          }
         }
       }
 
@@ -389,24 +462,24 @@ __global__ void __launch_bounds__(kThreads)
     // Normalise and write this lane's rows.
     T* out = static_cast<T*>(p.out);
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float sum = row_sum[i];
+    for (int r = 0; r < kRows; ++r) {
+      float sum = row_sum[r];
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const int m = warp * 16 + g + 8 * i;
-      if (row_tok[i] >= tok_end) continue;
+      const int m = lane_row(r), tok = row_token(r);
+      if (tok >= tok_end) continue;
       const int head = head0 + (m & ((1 << hp_shift) - 1));
-      const std::int64_t row = q_first + row_tok[i];
+      const std::int64_t row = q_first + tok;
       const float inv = sum > 0.0f ? p.v_scale / sum : 0.0f;
       T* dst = out + row * p.out_stride_token + head * p.out_stride_head + 2 * t;
 #pragma unroll
       for (int n = 0; n < kDimTiles; ++n) {
         *reinterpret_cast<std::uint32_t*>(dst + 8 * n) =
-            kernels::pack2<T>(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+            kernels::pack2<T>(o[r / 2][n][2 * (r % 2)] * inv, o[r / 2][n][2 * (r % 2) + 1] * inv);
       }
       if (p.lse != nullptr && t == 0) {
         p.lse[row * p.lse_stride_token + head] =
-            sum > 0.0f ? (row_max[i] + log2f(sum)) * kernels::kLn2 : -INFINITY;
+            sum > 0.0f ? (row_max[r] + log2f(sum)) * kernels::kLn2 : -INFINITY;
       }
     }
   }

@@ -39,6 +39,14 @@ int shared_bytes(DType kv_dtype, int head_size) {
   return bytes;
 }
 
+int tile_rows(int head_size) {
+  int rows = 0;
+  const bool compiled = kernels::with_head_size(
+      head_size, [&]<int D>() { rows = KernelConfig<__half, __half, D>::kBlockM; });
+  FF_CHECK(compiled, ErrorCode::kUnsupported, "prefill: no kernel for head size ", head_size);
+  return rows;
+}
+
 int heads_per_tile(int group_size) {
   int h = 1;
   while (h < kMaxHeadsPerTile && group_size % (2 * h) == 0) h *= 2;
@@ -53,8 +61,8 @@ int resident_ctas_per_sm(DType dtype, DType kv_dtype, int head_size) {
   return std::max(ctas, 1);
 }
 
-int grid_size(int num_rows, int num_heads, int heads_per_tile, int resident_ctas) {
-  const int subtiles = kPlanTileTokens / (kBlockM / heads_per_tile);
+int grid_size(int num_rows, int num_heads, int heads_per_tile, int tile_rows, int resident_ctas) {
+  const int subtiles = kPlanTileTokens / (tile_rows / heads_per_tile);
   const std::int64_t most =
       std::int64_t(max_plan_tiles(num_rows, num_rows)) * subtiles * (num_heads / heads_per_tile);
   return static_cast<int>(std::clamp<std::int64_t>(most, 1, std::max(resident_ctas, 1)));

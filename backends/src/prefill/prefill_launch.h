@@ -15,6 +15,8 @@ using PrefillKernel = void (*)(PrefillParams);
 PrefillKernel prefill_kernel(DType dtype, DType kv_dtype, int head_size);
 /// Its dynamic shared memory.
 int shared_bytes(DType kv_dtype, int head_size);
+/// Query rows of its CTA tile.
+int tile_rows(int head_size);
 
 /// Query heads of one KV head a CTA tile packs: the largest power of two dividing the group,
 /// at most kMaxHeadsPerTile.
@@ -26,7 +28,7 @@ int resident_ctas_per_sm(DType dtype, DType kv_dtype, int head_size);
 /// CTAs of a launch over a step of `num_rows` rows: enough for every CTA tile such a step can
 /// have, at most `resident_ctas` (what the GPU holds at once). Depends on the padded step size
 /// only, so a captured launch fits any step of that size.
-int grid_size(int num_rows, int num_heads, int heads_per_tile, int resident_ctas);
+int grid_size(int num_rows, int num_heads, int heads_per_tile, int tile_rows, int resident_ctas);
 
 void launch_prefill(const PrefillParams& p, DType dtype, DType kv_dtype, int head_size, int grid,
                     cudaStream_t stream);

@@ -8,10 +8,8 @@ namespace freezeframe::prefill {
 
 inline constexpr int kWarps = 4;
 inline constexpr int kThreads = kWarps * 32;
-/// Query rows of a CTA tile: (token, head) pairs, a warp's 16 rows each.
-inline constexpr int kBlockM = kWarps * 16;
-/// New tokens of one planned tile; the kernel cuts it into CTA tiles of kBlockM / heads_per_tile
-/// tokens, so the plan does not depend on a layer's head counts.
+/// New tokens of one planned tile; the kernel cuts it into CTA tiles of (query rows of a tile) /
+/// heads_per_tile tokens, so the plan does not depend on a layer's head counts.
 inline constexpr int kPlanTileTokens = 128;
 /// Query heads of one KV head a CTA tile packs (they share its K/V tiles): at most this many.
 inline constexpr int kMaxHeadsPerTile = 16;

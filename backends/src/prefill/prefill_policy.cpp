@@ -88,7 +88,8 @@ void PrefillPolicy::run(const AttentionCall& call, bool single_token_rows,
   f.single_token_rows = single_token_rows;
   f.use_alibi = !p.alibi_slopes.empty();
   std::copy(p.alibi_slopes.begin(), p.alibi_slopes.end(), f.alibi);
-  const int grid = prefill::grid_size(md.num_tokens, p.num_heads, heads_per_tile_, resident_ctas_);
+  const int grid = prefill::grid_size(md.num_tokens, p.num_heads, heads_per_tile_,
+                                      prefill::tile_rows(p.head_size), resident_ctas_);
   prefill::launch_prefill(f, call.query.dtype(), call.k.dtype(), p.head_size, grid, stream);
 }
 
