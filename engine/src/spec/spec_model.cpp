@@ -32,69 +32,107 @@ bool parse_index(std::string_view text, int& out) {
 
 void SpecParser::parse_model(const YAML::Node& m) {
   r_.check_keys(m, "model",
-                {"name", "num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_size",
-                 "intermediate_size", "vocab_size", "tie_word_embeddings", "dtype", "rope_theta",
-                 "rms_norm_eps", "max_position_embeddings", "builtin_weights", "mlp", "attention",
-                 "mla", "layers"});
+                {"name", "checkpoint", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
+                 "head_size", "intermediate_size", "vocab_size", "tie_word_embeddings", "dtype",
+                 "rope_theta", "rms_norm_eps", "max_position_embeddings", "builtin_weights", "mlp",
+                 "attention", "mla", "layers"});
   ModelSpec& model = spec_.model;
-  if (auto v = r_.read_string(m, "name", "model")) model.name = *v;
-  auto required_int = [&](std::string_view key, std::int64_t min, std::int64_t max) -> int {
-    auto v = r_.read_int(m, key, "model", min, max);
-    if (!v) {
-      if (!SpecReader::child(m, key).IsDefined()) r_.missing(m, join_path("model", key));
-      model_ok_ = false;
-      return 0;
+  read_checkpoint(m);
+  const bool from_file = checkpoint_node_.IsDefined();
+  if (auto v = r_.read_string(m, "name", "model")) {
+    model.name = *v;
+  } else if (model.checkpoint) {
+    model.name = model.checkpoint->name;
+  }
+  // A size the spec gives must agree with the checkpoint's; one it leaves out comes from it.
+  // Without a checkpoint the required ones are required of the spec (with one that could not
+  // be read, their absence is no further problem).
+  auto size = [&](std::string_view key, std::int64_t min, std::int64_t max,
+                  bool required) -> std::optional<int> {
+    if (SpecReader::child(m, key).IsDefined()) {
+      auto v = r_.read_int(m, key, "model", min, max);
+      if (!v) {
+        model_ok_ = false;
+        return std::nullopt;
+      }
+      agree(key, static_cast<double>(*v));
+      return static_cast<int>(*v);
     }
-    return static_cast<int>(*v);
+    if (auto c = from_checkpoint(key)) return static_cast<int>(*c);
+    if (required && !from_file) {
+      r_.missing(m, join_path("model", key));
+      model_ok_ = false;
+    }
+    return std::nullopt;
   };
-  model.num_layers = required_int("num_layers", 1, kMaxLayers);
-  model.hidden_size = required_int("hidden_size", 1, kMaxWidth);
-  model.num_heads = required_int("num_heads", 1, 4096);
-  if (SpecReader::child(m, "num_kv_heads").IsDefined()) {
-    if (auto v = r_.read_int(m, "num_kv_heads", "model", 1, 4096)) {
-      kv_heads_given_ = static_cast<int>(*v);
-    } else {
-      model_ok_ = false;
-    }
-  }
-  if (SpecReader::child(m, "head_size").IsDefined()) {
-    if (auto v = r_.read_int(m, "head_size", "model", 1, 4096)) {
-      head_size_given_ = static_cast<int>(*v);
-    } else {
-      model_ok_ = false;
-    }
-  }
+  model.num_layers = size("num_layers", 1, kMaxLayers, true).value_or(0);
+  model.hidden_size = size("hidden_size", 1, kMaxWidth, true).value_or(0);
+  model.num_heads = size("num_heads", 1, 4096, true).value_or(0);
+  kv_heads_given_ = size("num_kv_heads", 1, 4096, false);
+  head_size_given_ = size("head_size", 1, 4096, false);
   if (auto v = r_.read_int(m, "intermediate_size", "model", 1, kMaxIntermediate)) {
     model.intermediate_size = static_cast<int>(*v);
+    agree("intermediate_size", static_cast<double>(*v));
+  } else if (!SpecReader::child(m, "intermediate_size").IsDefined()) {
+    if (auto c = from_checkpoint("intermediate_size"))
+      model.intermediate_size = static_cast<int>(*c);
   }
   if (auto v = r_.read_bool(m, "builtin_weights", "model")) model.builtin_weights = *v;
   if (auto v = r_.read_int(m, "vocab_size", "model", 1, kMaxVocab)) {
     model.vocab_size = static_cast<int>(*v);
-  } else if (!SpecReader::child(m, "vocab_size").IsDefined() && model.builtin_weights) {
-    r_.problem(m, "model.vocab_size", "is required when model.builtin_weights is true");
+    agree("vocab_size", static_cast<double>(*v));
+  } else if (!SpecReader::child(m, "vocab_size").IsDefined()) {
+    if (auto c = from_checkpoint("vocab_size")) {
+      model.vocab_size = static_cast<int>(*c);
+    } else if (model.builtin_weights && !from_file) {
+      r_.problem(m, "model.vocab_size", "is required when model.builtin_weights is true");
+    }
   }
-  if (auto v = r_.read_bool(m, "tie_word_embeddings", "model")) model.tie_word_embeddings = *v;
-  if (auto v = r_.read_choice(m, "dtype", "model", kModelDTypes)) model.dtype = *parse_dtype(*v);
-  if (auto v = r_.read_float(m, "rope_theta", "model", 0, 1e12, true)) {
-    model.rope_theta = static_cast<float>(*v);
+  if (auto v = r_.read_bool(m, "tie_word_embeddings", "model")) {
+    model.tie_word_embeddings = *v;
+    agree("tie_word_embeddings", *v ? 1 : 0);
+  } else if (!SpecReader::child(m, "tie_word_embeddings").IsDefined()) {
+    if (auto c = from_checkpoint("tie_word_embeddings")) model.tie_word_embeddings = *c != 0;
   }
-  if (auto v = r_.read_float(m, "rms_norm_eps", "model", 0, 1, true)) {
-    model.rms_norm_eps = static_cast<float>(*v);
+  // The spec's dtype wins: running a checkpoint in another dtype is a deployment's choice.
+  if (auto v = r_.read_choice(m, "dtype", "model", kModelDTypes)) {
+    model.dtype = *parse_dtype(*v);
+  } else if (!SpecReader::child(m, "dtype").IsDefined() && model.checkpoint &&
+             model.checkpoint->dtype) {
+    model.dtype = *model.checkpoint->dtype;
   }
+  // Numbers kept as floats are compared as the spec keeps them.
+  auto number = [&](std::string_view key, double max, float& out) {
+    if (auto v = r_.read_float(m, key, "model", 0, max, true)) {
+      out = static_cast<float>(*v);
+      agree(key, out);
+    } else if (!SpecReader::child(m, key).IsDefined()) {
+      if (auto c = from_checkpoint(key)) out = static_cast<float>(*c);
+    }
+  };
+  number("rope_theta", 1e12, model.rope_theta);
+  number("rms_norm_eps", 1, model.rms_norm_eps);
   if (auto v = r_.read_int(m, "max_position_embeddings", "model", 1, kMaxPositions)) {
     if (*v < kMinModelLen) {
       r_.problem(SpecReader::child(m, "max_position_embeddings"), "model.max_position_embeddings",
                  kMinModelLenReason + std::to_string(*v));
     } else {
       model.max_position_embeddings = *v;
+      agree("max_position_embeddings", static_cast<double>(*v));
+    }
+  } else if (!SpecReader::child(m, "max_position_embeddings").IsDefined()) {
+    if (auto c = from_checkpoint("max_position_embeddings")) {
+      model.max_position_embeddings = static_cast<std::int64_t>(*c);
     }
   }
   if (auto v = r_.read_choice(m, "mlp", "model", kMlpKinds)) defaults_.mlp = parse_mlp(*v);
 
   const YAML::Node attention = SpecReader::child(m, "attention");
   if (r_.expect_map(attention, "model.attention")) parse_attention(attention);
+  agree_on_windows();
   const YAML::Node mla = SpecReader::child(m, "mla");
   if (r_.expect_map(mla, "model.mla")) parse_mla(mla);
+  check_checkpoint_mla();
   const YAML::Node layers = SpecReader::child(m, "layers");
   if (layers.IsDefined()) parse_layer_overrides(layers);
 }

@@ -2,8 +2,9 @@
 // SpecParser: the sections of a spec read into an EngineSpec, then the defaults that depend on
 // other fields and the checks that need several fields or the backend registry. Private to the
 // engine; its parts live in spec.cpp (the whole spec), spec_model.cpp (the model section and
-// per-layer overrides), spec_sections.cpp (cache, scheduler, cuda_graphs, dcp) and
-// spec_layers.cpp (every layer resolved and checked against its backend).
+// per-layer overrides), spec_checkpoint.cpp (model.checkpoint: the model's sizes from a
+// checkpoint, and the spec's own checked against them), spec_sections.cpp (cache, scheduler,
+// cuda_graphs, dcp) and spec_layers.cpp (every layer resolved and checked against its backend).
 
 #include <yaml-cpp/yaml.h>
 
@@ -72,6 +73,16 @@ class SpecParser {
   LayerOverride parse_layer_fields(const YAML::Node& map, const std::string& path);
   void parse_layer_overrides(const YAML::Node& list);
   std::vector<int> parse_layer_indices(const YAML::Node& which, const std::string& path);
+  // spec_checkpoint.cpp
+  void read_checkpoint(const YAML::Node& m);
+  /// The checkpoint's value of model.<field>, where a checkpoint was read and states it; the
+  /// field's location becomes the checkpoint line's.
+  std::optional<double> from_checkpoint(std::string_view field);
+  /// A model field the spec gives itself: a problem naming both places when the checkpoint
+  /// states another value.
+  void agree(std::string_view field, double value);
+  void agree_on_windows();
+  void check_checkpoint_mla();
   // spec_sections.cpp
   void parse_cache(const YAML::Node& c);
   void parse_scheduler(const YAML::Node& s);
@@ -113,6 +124,8 @@ class SpecParser {
   YAML::Node capture_sizes_node_{YAML::NodeType::Undefined};
   std::optional<int> max_capture_size_;
   std::optional<int> head_size_given_;
+  YAML::Node checkpoint_node_{YAML::NodeType::Undefined};         // model.checkpoint, when given
+  std::map<std::string, double, std::less<>> checkpoint_values_;  // model field → its value
   std::optional<int> kv_heads_given_;
   std::map<std::pair<std::string, std::string>, std::vector<int>> layer_problems_;
   std::vector<std::pair<std::string, std::string>> layer_problem_order_;

@@ -84,8 +84,9 @@ void SpecParser::resolve_scheduler() {
   const auto given = [&](const char* path) { return spec_.locations.count(path) > 0; };
   if (s.max_model_len == 0) {
     s.max_model_len = spec_.model.max_position_embeddings;
+    // A checkpoint that could not be read has its problem already.
     if (s.max_model_len == 0 && !given("scheduler.max_model_len") &&
-        !given("model.max_position_embeddings")) {
+        !given("model.max_position_embeddings") && !checkpoint_node_.IsDefined()) {
       problem("scheduler.max_model_len",
               "is required when model.max_position_embeddings is not given");
     }

@@ -13,6 +13,7 @@
 #include "freezeframe/backends/attention_type.h"
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/core/dtype.h"
+#include "freezeframe/engine/model/checkpoint_config.h"
 #include "freezeframe/graphs/capture_sizes.h"
 #include "freezeframe/graphs/graph_mode.h"
 
@@ -68,7 +69,11 @@ struct ModelSpec {
   float rope_theta = 10000.0f;
   float rms_norm_eps = 1e-5f;
   std::int64_t max_position_embeddings = 0;
-  bool builtin_weights = true;    ///< plan the weights of the built-in model
+  bool builtin_weights = true;  ///< plan the weights of the built-in model
+  /// model.checkpoint, read: the sizes above came from it, and it keeps what the model program
+  /// will need beyond them (RoPE scaling, QKV bias) and where the weights are (its path,
+  /// resolved against the spec's folder).
+  std::optional<CheckpointConfig> checkpoint;
   std::optional<MlaSpec> mla;     ///< present: every layer is MLA
   std::vector<LayerSpec> layers;  ///< one per layer, defaults and overrides resolved
 
