@@ -15,6 +15,7 @@
 #include "arguments.h"
 #include "commands.h"
 #include "freezeframe/core/error.h"
+#include "freezeframe/core/printable.h"
 #include "freezeframe/engine/plan/memory_planner.h"
 #include "freezeframe/engine/spec/byte_size.h"
 #include "freezeframe/engine/spec/spec.h"
@@ -35,8 +36,22 @@ void write_json(const std::string& path, const EngineSpec& spec, const MemoryPla
   std::ofstream out(path);
   FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", path, "'");
   const KvCacheSummary& kv = plan.kv_cache;
+  std::string checkpoint = "null";  // or the path the model section came from, as a string
+  if (spec.model.checkpoint) {
+    checkpoint = "\"";
+    checkpoint += json_escape(spec.model.checkpoint->path);
+    checkpoint += '"';
+  }
   out << "{\n  \"spec\": \"" << json_escape(spec.source) << "\",\n"
       << "  \"model\": \"" << json_escape(spec.model.name) << "\",\n"
+      << "  \"model_shape\": {\"num_layers\": " << spec.model.num_layers
+      << ", \"hidden_size\": " << spec.model.hidden_size
+      << ", \"num_heads\": " << spec.model.num_heads
+      << ", \"num_kv_heads\": " << spec.model.num_kv_heads
+      << ", \"head_size\": " << spec.model.head_size
+      << ", \"intermediate_size\": " << spec.model.intermediate_size
+      << ", \"vocab_size\": " << spec.model.vocab_size << "},\n"
+      << "  \"checkpoint\": " << checkpoint << ",\n"
       << "  \"device_bytes\": " << plan.device_bytes << ",\n"
       << "  \"budget_bytes\": " << plan.capacity_bytes() << ",\n"
       << "  \"used_bytes\": " << plan.used_bytes() << ",\n"
@@ -130,7 +145,18 @@ void write_svg(const std::string& path, const EngineSpec& spec, const MemoryPlan
 }
 
 void print_plan(const EngineSpec& spec, const MemoryPlan& plan, const std::string& device_note) {
-  std::printf("spec: %s (%s)\n", spec.source.c_str(), spec.model.name.c_str());
+  const ModelSpec& m = spec.model;
+  std::printf("spec: %s (%s)\n", spec.source.c_str(), m.name.c_str());
+  std::printf(
+      "model: %d layers, hidden %d, heads %d/%d (query/kv), head %d, intermediate %d, "
+      "vocab %d, %.*s%s\n",
+      m.num_layers, m.hidden_size, m.num_heads, m.num_kv_heads, m.head_size, m.intermediate_size,
+      m.vocab_size, int(name_of(m.dtype).size()), name_of(m.dtype).data(),
+      m.tie_word_embeddings ? ", tied embeddings" : "");
+  if (m.checkpoint) {
+    std::printf("checkpoint: %s (%s)\n", printable(m.checkpoint->path, 200).c_str(),
+                printable(m.checkpoint->architecture).c_str());
+  }
   std::printf("device memory: %s (%lld bytes, %s); budget %s (%lld bytes)\n\n",
               format_bytes(plan.device_bytes).c_str(), static_cast<long long>(plan.device_bytes),
               device_note.c_str(), format_bytes(plan.capacity_bytes()).c_str(),
