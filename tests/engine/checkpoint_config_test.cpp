@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -445,6 +446,48 @@ TEST(CheckpointConfig, CollectsProblemsWithoutThrowing) {
   EXPECT_FALSE(read_checkpoint_config("/nonexistent/x", problems).has_value());
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("cannot read checkpoint '/nonexistent/x'"), std::string::npos);
+}
+
+// Random corruptions of the configs (bytes flipped, JSON and YAML tokens inserted, text cut)
+// are read or refused: never another exception, and every problem names the file.
+TEST(CheckpointConfig, CorruptConfigsAreReadOrRefused) {
+  const char* tokens[] = {"{",        "}",    "[",  "]",     ",",           ":",   "\"",
+                          "null",     "true", "-1", "1e999", "\"\\u0000\"", "&a",  "*a",
+                          "!!binary", "\n",   "\t", "---",   "#",           "\xff"};
+  std::mt19937 rng(11);
+  int refused = 0, read = 0;
+  for (const char* name : {"llama-3.1-8b", "mistral-7b-v0.1", "qwen2-0.5b"}) {
+    const std::vector<char> bytes = testing::read_bytes(kFixtures / name / "config.json");
+    for (int i = 0; i < 300; ++i) {
+      std::vector<char> mutated = bytes;
+      for (int k = 1 + int(rng() % 3); k > 0 && !mutated.empty(); --k) {
+        const std::size_t at = rng() % mutated.size();
+        switch (rng() % 4) {
+          case 0: mutated[at] = char(rng()); break;
+          case 1: mutated.erase(mutated.begin() + std::ptrdiff_t(at)); break;
+          case 2: mutated.resize(at); break;
+          default: {
+            const std::string t = tokens[rng() % std::size(tokens)];
+            mutated.insert(mutated.begin() + std::ptrdiff_t(at), t.begin(), t.end());
+          }
+        }
+      }
+      const std::string path = scratch(mutated, "corrupt.json");
+      std::vector<std::string> problems;
+      try {
+        const bool ok = read_checkpoint_config(path, problems).has_value();
+        ok ? ++read : ++refused;
+        EXPECT_EQ(ok, problems.empty());
+        for (const std::string& p : problems) {
+          ASSERT_EQ(p.rfind(path, 0), 0u) << "a problem that does not name the file: " << p;
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << name << " case " << i << " threw " << e.what();
+      }
+    }
+  }
+  EXPECT_GT(refused, 100);
+  EXPECT_GT(read, 10) << "some corruptions leave a readable config";
 }
 
 }  // namespace
