@@ -1,11 +1,13 @@
 // engine/: tokenizer files that are wrong in ways a file can be, each refused with the file and
 // the field named and never a crash: GGUF metadata without a tokenizer, of another model, with
 // merges of unknown tokens, with ids past the vocabulary, truncated anywhere; tokenizer.json of
-// another model type, pre-tokenizer or normalizer, with broken vocabularies or merges.
+// another model type, pre-tokenizer or normalizer, with broken vocabularies or merges; random
+// corruptions of either read or refused cleanly.
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -87,6 +89,37 @@ TEST(TokenizerRefusals, TruncatedGgufAnywhere) {
       ASSERT_NE(e.message().find(path), std::string::npos) << e.message();
     }
   }
+}
+
+/// Random bytes of `file` overwritten, many times: each either reads (and then encodes and
+/// decodes a text) or is refused with a freezeframe error that is not a bug.
+void expect_corruptions_handled(const fs::path& file, const std::string& name) {
+  const std::vector<char> bytes = read_bytes(file);
+  std::mt19937 rng(7);
+  int read = 0;
+  for (int round = 0; round < 300; ++round) {
+    std::vector<char> mutated = bytes;
+    const int flips = 1 + int(rng() % 4);
+    for (int i = 0; i < flips; ++i) {
+      const char values[] = {'\0', '"', '{', ']', ' ', '9', char(0xFF), char(rng())};
+      mutated[rng() % mutated.size()] = values[rng() % 8];
+    }
+    fs::create_directories(scratch_dir() / "corrupt");
+    const std::string path = scratch(mutated, "corrupt/" + name);
+    try {
+      const Tokenizer tok = Tokenizer::open(path);
+      (void)tok.decode(tok.encode("Hello, world! 123 <s> <|im_end|>"));
+      ++read;
+    } catch (const Error& e) {
+      ASSERT_NE(e.code(), ErrorCode::kInternal) << e.message();
+    }
+  }
+  EXPECT_GT(read, 0) << "some corruptions leave a readable file";
+}
+
+TEST(TokenizerRefusals, RandomCorruptions) {
+  expect_corruptions_handled(tokenizer_fixtures() / "tiny.gguf", "tiny.gguf");
+  expect_corruptions_handled(tokenizer_fixtures() / "tiny" / "tokenizer.json", "tokenizer.json");
 }
 
 /// The tiny tokenizer.json with `from` replaced by `to` (once), written as a scratch file.
