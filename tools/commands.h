@@ -16,6 +16,7 @@ int run_capture(Args args);
 int run_demo(Args args);
 int run_plan(Args args);
 int run_serve_sim(Args args);
+int run_tokenize(Args args);
 
 extern const std::string_view kBackendsUsage;
 extern const std::string_view kBenchUsage;
@@ -23,5 +24,6 @@ extern const std::string_view kCaptureUsage;
 extern const std::string_view kDemoUsage;
 extern const std::string_view kPlanUsage;
 extern const std::string_view kServeSimUsage;
+extern const std::string_view kTokenizeUsage;
 
 }  // namespace freezeframe::tools

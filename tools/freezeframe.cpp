@@ -31,6 +31,8 @@ constexpr Command kCommands[] = {
      freezeframe::tools::run_plan, &freezeframe::tools::kPlanUsage},
     {"serve-sim", "replay a request trace through the batcher and graph dispatcher of a spec",
      freezeframe::tools::run_serve_sim, &freezeframe::tools::kServeSimUsage},
+    {"tokenize", "encode a text with a checkpoint's tokenizer: ids and pieces (no GPU needed)",
+     freezeframe::tools::run_tokenize, &freezeframe::tools::kTokenizeUsage},
 };
 
 void usage(std::FILE* out) {

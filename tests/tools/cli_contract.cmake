@@ -2,11 +2,12 @@
 # --help and -h on every command print its usage on stdout and exit 0; an unknown option or an
 # extra argument is refused with the usage on stderr and exit 2; an error exits 1 and names no
 # source file unless --verbose; serve-sim says what it is missing; bench refuses prefill shapes
-# that are malformed (exit 2) or past the spec's limits (exit 1) without a GPU.
+# that are malformed (exit 2) or past the spec's limits (exit 1) without a GPU; tokenize prints
+# ids and pieces, and refuses a broken tokenizer naming the field.
 # Usage: cmake -DFREEZEFRAME=<tool> -DSOURCE_DIR=<checkout> -DWORK_DIR=<scratch>
 #              -P cli_contract.cmake
 
-set(commands backends bench capture demo plan serve-sim)
+set(commands backends bench capture demo plan serve-sim tokenize)
 set(spec ${SOURCE_DIR}/configs/llama-3.1-8b.yaml)
 set(tiny ${SOURCE_DIR}/examples/tiny.yaml)
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -107,6 +108,24 @@ check(RC 2 ARGS serve-sim ${tiny} --trace ${trace} --cost-model ${WORK_DIR}/benc
       ERR "it goes with --schedule-only")
 check(RC 1 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --device-memory 2GiB
       --cost-model ${WORK_DIR}/missing_bench.json ERR "cannot read cost model file" NOT_ERR ".cpp")
+
+# tokenize: a model file and --text; a tokenizer it cannot read is an error.
+set(tokenizers ${SOURCE_DIR}/tests/fixtures/tokenizer)
+check(RC 2 ARGS tokenize --text hi ERR "no model file given" "usage: freezeframe tokenize")
+check(RC 2 ARGS tokenize ${tokenizers}/tiny.gguf ERR "--text TEXT is required")
+check(RC 2 ARGS tokenize ${tokenizers}/tiny.gguf ${tokenizers}/tiny.gguf --text hi
+      ERR "one model at a time")
+check(RC 2 ARGS tokenize ${tokenizers}/tiny.gguf --text ERR "--text needs a value")
+check(RC 0 ARGS tokenize ${tokenizers}/tiny/tokenizer.json --text "Hello world"
+      OUT "tokenizer: " "pre-tokenizer gpt2" "9 tokens: 44 73 268 83" "'ll'")
+check(RC 0 ARGS tokenize ${tokenizers}/tiny.gguf --text "Hi" --chat --special
+      OUT "chat format: chatml" "<|im_start|>" "special")
+check(RC 1 ARGS tokenize ${tokenizers}/tiny_digits/tokenizer.json --text hi --chat
+      ERR "no chat template" NOT_ERR ".cpp")
+check(RC 1 ARGS tokenize ${WORK_DIR}/missing.json --text hi ERR "cannot open tokenizer file"
+      NOT_ERR ".cpp")
+check(RC 1 ARGS tokenize ${tokenizers}/broken/merge_unknown.gguf --text hi
+      ERR "tokenizer.ggml.merges[1]" NOT_ERR ".cpp")
 
 # Without a GPU (demo says so), the GPU commands refuse with the probe's reason, cleanly.
 execute_process(COMMAND ${FREEZEFRAME} demo RESULT_VARIABLE rc OUTPUT_VARIABLE out)

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "freezeframe/core/error.h"
 #include "prefill/prefill_params.h"
@@ -19,44 +18,48 @@ std::size_t plan_bytes(const BatchLimits& limits) {
 }
 
 void write_plan(const CommonAttentionMetadata& common, std::span<std::byte> slice) {
-  struct Work {
-    PlanTile tile;
-    std::int64_t keys;  // key visits of the tile's last token: its share of the work
-  };
-  std::vector<Work> work;
-  std::vector<PlanTile> single;
+  // Written in place, without allocating: the hook runs on every step.
   const int num_reqs = static_cast<int>(common.seq_lens.size());
+  auto new_tokens = [&](int r) {
+    return common.query_start_loc[r + 1] - common.query_start_loc[r];
+  };
+  std::size_t multi = 0, single = 0;
   for (int r = 0; r < num_reqs; ++r) {
-    const int q = common.query_start_loc[r + 1] - common.query_start_loc[r];
-    if (q == 1) single.push_back({r, 0});
-    if (q < 2) continue;
-    const int context = common.seq_lens[r] - q;
-    for (int t = 0; t < q; t += kPlanTileTokens) {
-      work.push_back({{r, t}, std::int64_t(context) + std::min(q, t + kPlanTileTokens)});
-    }
+    const int q = new_tokens(r);
+    if (q == 1) ++single;
+    if (q >= 2) multi += (q + kPlanTileTokens - 1) / kPlanTileTokens;
   }
-  // Longest first; ties keep request order, so equal steps give equal plans.
-  std::stable_sort(work.begin(), work.end(),
-                   [](const Work& a, const Work& b) { return a.keys > b.keys; });
+  const std::size_t need = sizeof(PlanHeader) + sizeof(PlanTile) * (multi + single);
+  FF_CHECK(need <= slice.size(), ErrorCode::kInternal, "the prefill plan of ", multi + single,
+           " tiles needs ", need, " bytes; its slice holds ", slice.size());
+  FF_CHECK(reinterpret_cast<std::uintptr_t>(slice.data()) % alignof(PlanHeader) == 0,
+           ErrorCode::kInternal, "the prefill plan's slice is not aligned");
 
   PlanHeader header;
-  header.num_tiles = static_cast<std::int32_t>(work.size());
-  header.num_single_tiles = static_cast<std::int32_t>(single.size());
+  header.num_tiles = static_cast<std::int32_t>(multi);
+  header.num_single_tiles = static_cast<std::int32_t>(single);
   header.padding_begin = common.query_start_loc.empty() ? 0 : common.query_start_loc.back();
   header.padding_end = common.num_tokens;
-  const std::size_t count = work.size() + single.size();
-  const std::size_t need = sizeof(PlanHeader) + sizeof(PlanTile) * count;
-  FF_CHECK(need <= slice.size(), ErrorCode::kInternal, "the prefill plan of ", count,
-           " tiles needs ", need, " bytes; its slice holds ", slice.size());
   std::memcpy(slice.data(), &header, sizeof header);
-  auto* tiles = slice.data() + sizeof header;
-  for (std::size_t i = 0; i < work.size(); ++i) {
-    std::memcpy(tiles + i * sizeof(PlanTile), &work[i].tile, sizeof(PlanTile));
+  auto* tiles = reinterpret_cast<PlanTile*>(slice.data() + sizeof header);
+  std::size_t m = 0, s = multi;
+  for (int r = 0; r < num_reqs; ++r) {
+    const int q = new_tokens(r);
+    if (q == 1) tiles[s++] = {r, 0};
+    for (int t = 0; q >= 2 && t < q; t += kPlanTileTokens) tiles[m++] = {r, t};
   }
-  if (!single.empty()) {
-    std::memcpy(tiles + work.size() * sizeof(PlanTile), single.data(),
-                single.size() * sizeof(PlanTile));
-  }
+  // Longest work first (key visits of a tile's last token: its context plus its position);
+  // ties in request and token order, so equal steps give equal plans.
+  auto work = [&](const PlanTile& tile) {
+    const int q = new_tokens(tile.req);
+    return std::int64_t(common.seq_lens[tile.req] - q) +
+           std::min(q, tile.token_begin + kPlanTileTokens);
+  };
+  std::sort(tiles, tiles + multi, [&](const PlanTile& a, const PlanTile& b) {
+    const std::int64_t wa = work(a), wb = work(b);
+    if (wa != wb) return wa > wb;
+    return a.req != b.req ? a.req < b.req : a.token_begin < b.token_begin;
+  });
 }
 
 }  // namespace freezeframe::prefill
