@@ -194,6 +194,11 @@ void SpecParser::agree_on_windows() {
   } else {
     window_pattern_ = std::move(windows);
   }
+  // A backend that refuses the window then points at the checkpoint, where the spec has no
+  // attention section of its own.
+  if (!c.sliding_windows.empty() && spec_.locations.count("model.attention") == 0) {
+    r_.remember("model.attention", checkpoint_node_);
+  }
 }
 
 void SpecParser::check_checkpoint_mla() {
