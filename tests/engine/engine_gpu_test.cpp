@@ -385,14 +385,25 @@ TEST(Engine, MlaModelReplaysUniformDecodesInFullGraphs) {
 TEST(Engine, UnsupportedSpecsAreRefusedWithTheField) {
   FF_REQUIRE_GPU();
   try {
-    Engine engine(parse_spec(
-        tiny_spec("paged_decode", "  max_capture_size: 16\n") + "dcp:\n  world_size: 2\n",
-        "tiny.yaml"));
+    Engine engine(parse_spec(tiny_spec("paged_decode", "  max_capture_size: 16\n") +
+                                 "tp:\n  world_size: 4\ndcp:\n  world_size: 2\n",
+                             "tiny.yaml"));
     FAIL() << "a DCP spec was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
     EXPECT_NE(std::string(e.what()).find("tiny.yaml:"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("dcp.world_size"), std::string::npos) << e.what();
+  }
+  try {
+    Engine engine(
+        parse_spec(tiny_spec("paged_decode", "  max_capture_size: 16\n") + "tp:\n  world_size: 2\n",
+                   "tiny.yaml"));
+    FAIL() << "a tensor-parallel spec was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("tiny.yaml:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tp.world_size"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("one GPU rank"), std::string::npos) << e.what();
   }
 }
 

@@ -179,14 +179,17 @@ TEST(MemoryPlanner, LayersSharingKvAliasOneCache) {
 }
 
 TEST(MemoryPlanner, DcpShardsTheCacheAndPlansLseAsActivations) {
-  const std::string text = std::string(kTiny) + "dcp:\n  world_size: 4\n";
+  // DCP runs over tensor-parallel ranks: 8 ranks replicate each of the 2 KV heads 4 times,
+  // and the 4 ranks holding one head split its tokens.
+  const std::string text = std::string(kTiny) + "tp:\n  world_size: 8\ndcp:\n  world_size: 4\n";
   const MemoryPlan one = plan_memory(parse_spec(kTiny), 8 * GiB);
   const MemoryPlan four = plan_memory(parse_spec(text), 8 * GiB);
   int lse = 0;
   for (const Placement& p : four.region("activations").placements) {
     if (!p.name.ends_with(".attn_lse")) continue;
     ++lse;
-    EXPECT_EQ(p.bytes, 1024 * 8 * 4) << "[tokens, heads] f32";
+    // The group's gathered queries: 8 heads / 8 ranks · 4 ranks of the group.
+    EXPECT_EQ(p.bytes, 1024 * 4 * 4) << "[tokens, heads] f32";
   }
   EXPECT_EQ(lse, 4) << "one per layer, packed by lifetime";
   for (const Placement& p : one.region("activations").placements) {

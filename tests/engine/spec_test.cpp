@@ -91,6 +91,7 @@ TEST(Spec, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(spec.scheduler.max_num_seqs, 256);
   EXPECT_EQ(spec.scheduler.max_num_batched_tokens, 8192);
   EXPECT_EQ(spec.cuda_graphs.mode, CudaGraphMode::kFullAndPiecewise);
+  EXPECT_EQ(spec.tp.world_size, 1);
   EXPECT_EQ(spec.dcp.world_size, 1);
   EXPECT_EQ(spec.dcp.interleave_size, 1);
   // min(2 · 256 sequences, 512) = 512: 1, 2, 4, 8..248 by 8, 256..512 by 16.

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "freezeframe/engine/spec/tensor_parallel.h"
+
 namespace freezeframe {
 
 std::vector<float> alibi_slopes(int num_heads) {
@@ -22,15 +24,21 @@ AttentionParams attention_params(const EngineSpec& spec, int layer) {
   const ModelSpec& model = spec.model;
   const LayerSpec& l = model.layers.at(layer);
   AttentionParams params;
-  params.num_heads = model.num_heads;
-  params.num_kv_heads = model.num_kv_heads;
+  // One rank's attention: its heads (with DCP, its group's gathered queries) and KV heads.
+  const TpShard shard = tp_shard(spec);
+  params.num_heads = shard.attention_heads;
+  params.num_kv_heads = shard.kv_heads;
   params.head_size = model.head_size;
   params.scale = 1.0f / std::sqrt(static_cast<float>(model.head_size));
   params.kv_cache_dtype = spec.kv_cache_dtype();
   params.attn_type = l.attention_type;
   params.logits_soft_cap = l.logits_soft_cap;
   if (l.sliding_window > 0) params.sliding_window = l.sliding_window;
-  if (l.alibi) params.alibi_slopes = alibi_slopes(model.num_heads);
+  if (l.alibi) {
+    // Rank 0's heads: the first of the model's slopes.
+    params.alibi_slopes = alibi_slopes(model.num_heads);
+    params.alibi_slopes.resize(shard.attention_heads);
+  }
   if (l.kv_sharing_target >= 0) {
     params.kv_sharing_target_layer_name = "layers." + std::to_string(l.kv_sharing_target);
   }
@@ -41,7 +49,7 @@ MlaParams mla_params(const EngineSpec& spec) {
   const ModelSpec& model = spec.model;
   const MlaSpec& mla = model.mla.value();
   MlaParams params;
-  params.num_heads = model.num_heads;
+  params.num_heads = tp_shard(spec).attention_heads;
   params.q_lora_rank = mla.q_lora_rank > 0 ? mla.q_lora_rank : model.hidden_size;
   params.kv_lora_rank = mla.kv_lora_rank;
   params.qk_nope_head_dim = mla.qk_nope_head_dim;

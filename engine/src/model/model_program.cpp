@@ -1,6 +1,7 @@
 #include "freezeframe/engine/model/model_program.h"
 
 #include "freezeframe/core/error.h"
+#include "freezeframe/engine/spec/tensor_parallel.h"
 
 namespace freezeframe {
 
@@ -79,7 +80,8 @@ namespace {
 
 class ProgramBuilder {
  public:
-  explicit ProgramBuilder(const EngineSpec& spec) : spec_(spec), model_(spec.model) {}
+  explicit ProgramBuilder(const EngineSpec& spec)
+      : spec_(spec), model_(spec.model), shard_(tp_shard(spec)) {}
 
   ModelProgram build();
 
@@ -108,7 +110,7 @@ class ProgramBuilder {
   /// What an attention op writes: its output, and with DCP its LSE for the merge.
   std::vector<int> attention_writes(int l, int out) {
     if (spec_.dcp.world_size == 1) return {out};
-    return {out, tensor(prefix(l) + "attn_lse", model_.num_heads, l, TensorHome::kActivation,
+    return {out, tensor(prefix(l) + "attn_lse", shard_.attention_heads, l, TensorHome::kActivation,
                         DType::kF32)};
   }
   void attention_block(int l, int hidden);
@@ -118,6 +120,7 @@ class ProgramBuilder {
 
   const EngineSpec& spec_;
   const ModelSpec& model_;
+  const TpShard shard_;  // this rank's heads, MLP width and vocabulary rows
   ModelProgram p_;
   int positions_ = -1;
 };
@@ -127,7 +130,8 @@ ModelProgram ProgramBuilder::build() {
   const int token_ids = tensor("token_ids", 1, -1, TensorHome::kInput, DType::kI32);
   const int positions = tensor("positions", 1, -1, TensorHome::kInput, DType::kI64);
   const int hidden = tensor("hidden", h, -1);  // the residual stream, updated in place
-  const int embed = weight("embed_tokens", {model_.vocab_size, h}, -1);
+  const std::int64_t vocab_rows = shard_.vocab_rows;
+  const int embed = weight("embed_tokens", {vocab_rows, h}, -1);
   op(OpKind::kEmbedding, -1, {token_ids}, {hidden}, {embed});
   positions_ = positions;  // read by rope / MLA attention
   for (int l = 0; l < model_.num_layers; ++l) {
@@ -147,15 +151,22 @@ ModelProgram ProgramBuilder::build() {
   op(OpKind::kFinalNorm, -1, {hidden, lm_head_rows}, {normed}, {weight("norm", {h}, -1)});
   const int logits =
       tensor("logits", model_.vocab_size, -1, TensorHome::kOutput, DType::kF32, Rows::kSequences);
-  const int lm_head =
-      model_.tie_word_embeddings ? embed : weight("lm_head", {model_.vocab_size, h}, -1);
-  op(OpKind::kLmHead, -1, {normed}, {logits}, {lm_head});
+  const int lm_head = model_.tie_word_embeddings ? embed : weight("lm_head", {vocab_rows, h}, -1);
+  // Over T ranks the LM head writes this rank's vocabulary rows, then gathers every rank's
+  // into the logits (the padding rows dropped).
+  std::vector<int> lm_writes = {logits};
+  if (shard_.world > 1) {
+    lm_writes.insert(lm_writes.begin(),
+                     tensor("logits_shard", vocab_rows, -1, TensorHome::kActivation, DType::kF32,
+                            Rows::kSequences));
+  }
+  op(OpKind::kLmHead, -1, {normed}, lm_writes, {lm_head});
   return std::move(p_);
 }
 
 void ProgramBuilder::attention_block(int l, int hidden) {
-  const std::int64_t h = model_.hidden_size, heads = model_.num_heads;
-  const std::int64_t kv = model_.num_kv_heads, d = model_.head_size;
+  const std::int64_t h = model_.hidden_size, heads = shard_.query_heads;
+  const std::int64_t kv = shard_.kv_heads, d = model_.head_size;
   const std::string pre = prefix(l);
   const int positions = positions_;
   const LayerSpec& layer = model_.layers[l];
@@ -172,7 +183,8 @@ void ProgramBuilder::attention_block(int l, int hidden) {
   if (layer.kv_sharing_target < 0 && uses_kv_cache(layer.attention_type)) {
     op(OpKind::kCacheWrite, l, {qkv}, {});
   }
-  const int out = tensor(pre + "attn_out", heads * d, l);
+  // With DCP the rank attends its group's gathered queries; the merge scatters them back.
+  const int out = tensor(pre + "attn_out", shard_.attention_heads * d, l);
   op(OpKind::kAttention, l, {qkv}, attention_writes(l, out));
   op(OpKind::kOProjResidual, l, {out, hidden}, {hidden},
      {weight(pre + "self_attn.o_proj", {h, heads * d}, l)});
@@ -180,7 +192,7 @@ void ProgramBuilder::attention_block(int l, int hidden) {
 
 void ProgramBuilder::mla_block(int l, int hidden) {
   const MlaSpec& mla = *model_.mla;
-  const std::int64_t h = model_.hidden_size, heads = model_.num_heads;
+  const std::int64_t h = model_.hidden_size, heads = shard_.query_heads;
   const std::int64_t r = mla.kv_lora_rank, rope = mla.qk_rope_head_dim;
   const std::string pre = prefix(l);
   const int positions = positions_;
@@ -204,7 +216,7 @@ void ProgramBuilder::mla_block(int l, int hidden) {
      {weight(pre + "self_attn.kv_a_proj_with_mqa", {r + rope, h}, l)});
   const int kv_c = tensor(pre + "kv_c_normed", r, l);
   op(OpKind::kMlaKvANorm, l, {kv_a}, {kv_c}, {weight(pre + "self_attn.kv_a_layernorm", {r}, l)});
-  const int out = tensor(pre + "attn_out", heads * mla.v_head_dim, l);
+  const int out = tensor(pre + "attn_out", shard_.attention_heads * mla.v_head_dim, l);
   // kv_a is read again for k_pe (its last rope columns).
   op(OpKind::kMlaAttention, l, {query_in, kv_c, kv_a, positions}, attention_writes(l, out),
      {q_proj, weight(pre + "self_attn.kv_b_proj",
@@ -214,7 +226,8 @@ void ProgramBuilder::mla_block(int l, int hidden) {
 }
 
 void ProgramBuilder::mlp_block(int l, int hidden) {
-  const std::int64_t h = model_.hidden_size, inter = model_.layers[l].intermediate_size;
+  const std::int64_t h = model_.hidden_size;
+  const std::int64_t inter = shard_.intermediate(model_.layers[l].intermediate_size);
   const std::string pre = prefix(l);
   const int x = tensor(pre + "mlp_in", h, l);
   op(OpKind::kRmsNorm, l, {hidden}, {x}, {weight(pre + "post_attention_layernorm", {h}, l)});

@@ -4,6 +4,7 @@
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/spec/spec.h"
+#include "freezeframe/engine/spec/tensor_parallel.h"
 
 namespace freezeframe {
 
@@ -18,6 +19,7 @@ DeploymentGeometry DeploymentGeometry::of(const EngineSpec& spec, int tp_rank, i
   const ModelSpec& model = spec.model;
   RankView rank;
   rank.tp_rank = tp_rank;
+  rank.tp_size = spec.tp.world_size;
   rank.dcp_rank = dcp_rank;
   rank.dcp_size = spec.dcp.world_size;
   rank.dcp_interleave = spec.dcp.interleave_size;
@@ -46,14 +48,10 @@ DeploymentGeometry DeploymentGeometry::of(const EngineSpec& spec, int tp_rank, i
   KvGeometry& kv = g.kv;
   kv.dtype = spec.kv_cache_dtype();
   kv.latent = model.is_mla();
-  if (kv.latent) {
-    kv.num_kv_heads = 1;
-    kv.head_width = model.mla->kv_lora_rank + model.mla->qk_rope_head_dim;
-  } else {
-    // Tensor parallelism splits the KV heads; past their count each rank keeps a replica.
-    kv.num_kv_heads = std::max(1, model.num_kv_heads / rank.tp_size);
-    kv.head_width = model.head_size;
-  }
+  // Tensor parallelism splits the KV heads; past their count each rank keeps a replica.
+  kv.num_kv_heads = tp_shard(spec).kv_heads;
+  kv.head_width =
+      kv.latent ? model.mla->kv_lora_rank + model.mla->qk_rope_head_dim : model.head_size;
   return g;
 }
 

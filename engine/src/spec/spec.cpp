@@ -50,10 +50,10 @@ void SpecParser::parse(const YAML::Node& root) {
   if (!root.IsMap()) {
     r_.problem(root, "",
                "a spec is a mapping with the sections model, cache, scheduler, "
-               "cuda_graphs and dcp");
+               "cuda_graphs, tp and dcp");
     return;
   }
-  r_.check_keys(root, "", {"model", "cache", "scheduler", "cuda_graphs", "dcp"});
+  r_.check_keys(root, "", {"model", "cache", "scheduler", "cuda_graphs", "tp", "dcp"});
   const YAML::Node model = SpecReader::child(root, "model");
   if (!model.IsDefined()) {
     r_.problem(root, "model", "is required but missing");
@@ -67,6 +67,8 @@ void SpecParser::parse(const YAML::Node& root) {
   if (r_.expect_map(scheduler, "scheduler")) parse_scheduler(scheduler);
   const YAML::Node graphs = SpecReader::child(root, "cuda_graphs");
   if (r_.expect_map(graphs, "cuda_graphs")) parse_cuda_graphs(graphs);
+  const YAML::Node tp = SpecReader::child(root, "tp");
+  if (r_.expect_map(tp, "tp")) parse_tp(tp);
   const YAML::Node dcp = SpecReader::child(root, "dcp");
   if (r_.expect_map(dcp, "dcp")) parse_dcp(dcp);
 
@@ -74,6 +76,7 @@ void SpecParser::parse(const YAML::Node& root) {
   resolve_scheduler();
   resolve_capture_sizes();
   if (model_ok_) check_layers();
+  if (model_ok_) check_tp();
   check_dcp();
 }
 

@@ -4,7 +4,8 @@
 // engine; its parts live in spec.cpp (the whole spec), spec_model.cpp (the model section and
 // per-layer overrides), spec_checkpoint.cpp (model.checkpoint: the model's sizes from a
 // checkpoint, and the spec's own checked against them), spec_sections.cpp (cache, scheduler,
-// cuda_graphs, dcp) and spec_layers.cpp (every layer resolved and checked against its backend).
+// cuda_graphs), spec_parallel.cpp (tp and dcp, checked against the model) and spec_layers.cpp
+// (every layer resolved and checked against its backend).
 
 #include <yaml-cpp/yaml.h>
 
@@ -31,6 +32,7 @@ inline constexpr std::int64_t kMaxIntermediate = 1 << 22;  // intermediate_size
 inline constexpr std::int64_t kMaxVocab = 1 << 24;
 inline constexpr std::int64_t kMaxPositions = 1 << 28;  // max_position_embeddings, max_model_len
 inline constexpr std::int64_t kMaxBatchedTokens = 1 << 24;
+inline constexpr std::int64_t kMaxWorldSize = 1024;  // tp.world_size, dcp.world_size
 // A sequence holds at least a prompt token and a generated one.
 inline constexpr std::int64_t kMinModelLen = 2;
 inline constexpr const char* kMinModelLenReason =
@@ -87,9 +89,12 @@ class SpecParser {
   void parse_cache(const YAML::Node& c);
   void parse_scheduler(const YAML::Node& s);
   void parse_cuda_graphs(const YAML::Node& g);
-  void parse_dcp(const YAML::Node& d);
   void resolve_scheduler();
   void resolve_capture_sizes();
+  // spec_parallel.cpp
+  void parse_tp(const YAML::Node& t);
+  void parse_dcp(const YAML::Node& d);
+  void check_tp();
   void check_dcp();
   // spec_layers.cpp
   void check_layers();

@@ -1,4 +1,4 @@
-// The cache, scheduler, cuda_graphs and dcp sections of a spec, with their defaults and the
+// The cache, scheduler and cuda_graphs sections of a spec, with their defaults and the
 // checks between them.
 
 #include <algorithm>
@@ -191,33 +191,6 @@ void SpecParser::resolve_capture_sizes() {
   }
   if (graphs.mode == CudaGraphMode::kNone) graphs.capture_sizes.clear();
   graphs.max_capture_size = graphs.capture_sizes.empty() ? 0 : graphs.capture_sizes.back();
-}
-
-void SpecParser::parse_dcp(const YAML::Node& d) {
-  r_.check_keys(d, "dcp", {"world_size", "interleave_size"});
-  if (auto v = r_.read_int(d, "world_size", "dcp", 1, 1024)) {
-    spec_.dcp.world_size = static_cast<int>(*v);
-  }
-  if (auto v = r_.read_int(d, "interleave_size", "dcp", 1, 1 << 20)) {
-    spec_.dcp.interleave_size = static_cast<int>(*v);
-  }
-}
-
-void SpecParser::check_dcp() {
-  const DcpSpec& dcp = spec_.dcp;
-  if (dcp.world_size > 1 && spec_.model.num_heads > 0 &&
-      spec_.model.num_heads % dcp.world_size != 0) {
-    problem("dcp.world_size", "must divide model.num_heads " +
-                                  std::to_string(spec_.model.num_heads) +
-                                  " (the merged output is scattered back over heads), got " +
-                                  std::to_string(dcp.world_size));
-  }
-  if (spec_.cache.block_size % dcp.interleave_size != 0) {
-    problem("dcp.interleave_size", "must divide cache.block_size " +
-                                       std::to_string(spec_.cache.block_size) +
-                                       " (a block holds whole interleave runs), got " +
-                                       std::to_string(dcp.interleave_size));
-  }
 }
 
 }  // namespace freezeframe::spec_detail

@@ -57,7 +57,12 @@ struct KvCacheSummary {
   std::int64_t bytes_per_block = 0;  ///< summed over the layers that own a cache
   int cache_layers = 0;              ///< layers that own a cache (sharers excluded)
   std::int64_t tokens_per_rank = 0;  ///< num_blocks · block_size
+  int tp_world_size = 1;             ///< ranks of the deployment, each planned alike
   int dcp_world_size = 1;
+  int dcp_interleave_size = 1;
+  /// Tokens the deployment's cache holds: num_blocks · block_size · dcp_world_size (a block id
+  /// names a virtual block of block_size · D positions, spread over the DCP group).
+  std::int64_t deployment_tokens = 0;
   /// Max-length sequences that fit at once (all ranks together; see the planner for the formula).
   std::int64_t max_concurrent_sequences = 0;
   std::int64_t max_model_len = 0;

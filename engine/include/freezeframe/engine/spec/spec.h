@@ -125,6 +125,14 @@ struct CudaGraphSpec {
   PiecewiseSharing piecewise_sharing = PiecewiseSharing::kAcrossSizes;
 };
 
+/// Tensor parallelism: heads, the MLP's intermediate columns and the vocabulary split over
+/// world_size ranks (docs/DESIGN.md, "Tensor parallelism").
+struct TpSpec {
+  int world_size = 1;
+};
+
+/// Decode context parallelism: each sequence's KV cache sharded by token over world_size of the
+/// tensor-parallel ranks, interleave_size tokens at a time.
 struct DcpSpec {
   int world_size = 1;
   int interleave_size = 1;
@@ -135,6 +143,7 @@ struct EngineSpec {
   CacheSpec cache;
   SchedulerSpec scheduler;
   CudaGraphSpec cuda_graphs;
+  TpSpec tp;
   DcpSpec dcp;
   /// Where each field was written ("cache.memory_budget" → file:line:column), so later checks
   /// (the memory plan) can point at the spec too.

@@ -1,0 +1,195 @@
+// engine/: one tensor-parallel rank's share of the model and of the plan, against numbers
+// worked out by hand; the KV capacity a deployment of T ranks with DCP over D of them holds.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "freezeframe/core/error.h"
+#include "freezeframe/engine/model/model_program.h"
+#include "freezeframe/engine/plan/memory_planner.h"
+#include "freezeframe/engine/spec/deployment.h"
+#include "freezeframe/engine/spec/spec.h"
+#include "freezeframe/engine/spec/tensor_parallel.h"
+
+namespace freezeframe {
+namespace {
+
+const std::string kConfigs = FREEZEFRAME_SOURCE_DIR "/configs/";
+constexpr std::int64_t GiB = std::int64_t(1) << 30;
+
+std::string read_config(const std::string& config) {
+  std::ifstream in(kConfigs + config);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// A shipped config (which has neither section) with tp and dcp sections appended, validated.
+EngineSpec with_parallel(const std::string& config, int tp, int dcp) {
+  return parse_spec(read_config(config) + "tp:\n  world_size: " + std::to_string(tp) +
+                        "\ndcp:\n  world_size: " + std::to_string(dcp) + "\n",
+                    config);
+}
+
+// Llama-3.1-8B in bf16 (2 bytes a parameter): hidden 4096, 32 layers, 32 query heads and 8 KV
+// heads of 128, intermediate 14336, vocabulary 128256 (a multiple of 8: no padding).
+// Per layer and rank:
+//   q_proj  4096/T · 4096          (column-parallel: 32/T heads of 128 rows)
+//   k, v    (8/T · 128) · 4096 each = 1024 · 4096 / T for T ≤ 8
+//   o_proj  4096 · 4096/T          (row-parallel: its input columns)
+//   gate, up, down  14336/T · 4096 each
+//   sharded: (2 · 4096² + 2 · 1024 · 4096 + 3 · 14336 · 4096) / T = 218,103,808 / T
+//   two norms, replicated: 2 · 4096 = 8,192
+// Embedding and LM head, vocabulary-parallel: 2 · 128256/T · 4096; final norm 4096.
+//   T = 1: 32 · (218,103,808 + 8,192) + 1,050,673,152 + 4,096 = 8,030,261,248 → 16,060,522,496 B
+//   T = 2: 32 · (109,051,904 + 8,192) +   525,336,576 + 4,096 = 4,015,263,744 →  8,030,527,488 B
+//   T = 4: 32 · ( 54,525,952 + 8,192) +   262,668,288 + 4,096 = 2,007,764,992 →  4,015,529,984 B
+//   T = 8: 32 · ( 27,262,976 + 8,192) +   131,334,144 + 4,096 = 1,004,015,616 →  2,008,031,232 B
+TEST(TensorParallel, Llama31_8bWeightBytesPerRank) {
+  const std::int64_t expected[] = {16'060'522'496, 8'030'527'488, 4'015'529'984, 2'008'031'232};
+  int i = 0;
+  for (const int t : {1, 2, 4, 8}) {
+    const EngineSpec spec = with_parallel("llama-3.1-8b.yaml", t, 1);
+    EXPECT_EQ(build_model_program(spec).weight_bytes(), expected[i++]) << "T = " << t;
+  }
+}
+
+TEST(TensorParallel, ARanksShapes) {
+  const EngineSpec spec = with_parallel("llama-3.1-8b.yaml", 4, 1);
+  const ModelProgram program = build_model_program(spec);
+  // 32/4 = 8 query heads and 8/4 = 2 KV heads of 128.
+  EXPECT_EQ(program.tensors[program.tensor_index("layers.0.qkv")].width, (8 + 2 * 2) * 128);
+  EXPECT_EQ(program.tensors[program.tensor_index("layers.0.attn_out")].width, 8 * 128);
+  EXPECT_EQ(program.tensors[program.tensor_index("layers.0.gate_up")].width, 2 * 14336 / 4);
+  EXPECT_EQ(program.tensors[program.tensor_index("layers.0.mlp_act")].width, 14336 / 4);
+  EXPECT_EQ(program.tensors[program.tensor_index("hidden")].width, 4096) << "all-reduced, whole";
+  EXPECT_EQ(program.tensors[program.tensor_index("logits_shard")].width, 128256 / 4);
+  EXPECT_EQ(program.tensors[program.tensor_index("logits")].width, 128256) << "gathered";
+  const DeploymentGeometry g = DeploymentGeometry::of(spec, 3, 0);
+  EXPECT_EQ(g.rank.tp_size, 4);
+  EXPECT_EQ(g.rank.tp_rank, 3);
+  EXPECT_EQ(g.kv.num_kv_heads, 2);
+  EXPECT_THROW((void)DeploymentGeometry::of(spec, 4, 0), Error) << "rank 4 of 4";
+  // Past the 8 KV heads each is replicated: one per rank.
+  EXPECT_EQ(DeploymentGeometry::of(with_parallel("llama-3.1-8b.yaml", 16, 1)).kv.num_kv_heads, 1);
+}
+
+TEST(TensorParallel, TheVocabularyIsPaddedToAMultipleOfT) {
+  const EngineSpec spec = parse_spec(R"(model:
+  name: odd-vocab
+  num_layers: 2
+  hidden_size: 512
+  num_heads: 8
+  num_kv_heads: 2
+  intermediate_size: 1024
+  vocab_size: 32001
+  max_position_embeddings: 2048
+tp:
+  world_size: 4
+)");
+  const TpShard shard = tp_shard(spec);
+  EXPECT_EQ(shard.padded_vocab, 32004);
+  EXPECT_EQ(shard.vocab_rows, 8001);
+  const ModelProgram program = build_model_program(spec);
+  EXPECT_EQ(program.weights[0].name, "embed_tokens");
+  EXPECT_EQ(program.weights[0].shape[0], 8001);
+  EXPECT_EQ(program.tensors[program.tensor_index("logits")].width, 32001) << "padding dropped";
+}
+
+TEST(TensorParallel, DcpRanksAttendTheirGroupsHeads) {
+  // DeepSeek-V2-Lite, 16 heads, T = 4, D = 4: a rank's q_proj has 16/4 = 4 heads, and its
+  // attention computes the 4 · 4 = 16 queries its DCP group gathers, each with its LSE.
+  const EngineSpec spec = with_parallel("deepseek-v2-lite.yaml", 4, 4);
+  const TpShard shard = tp_shard(spec);
+  EXPECT_EQ(shard.query_heads, 4);
+  EXPECT_EQ(shard.attention_heads, 16);
+  EXPECT_EQ(shard.kv_heads, 1) << "the latent, on every rank";
+  const ModelProgram program = build_model_program(spec);
+  EXPECT_EQ(program.tensors[program.tensor_index("layers.0.attn_lse")].width, 16);
+  EXPECT_EQ(program.tensors[program.tensor_index("layers.0.attn_out")].width, 16 * 128);
+}
+
+// KV capacity in tokens of a deployment: num_blocks · block_size · D (a block id names a virtual
+// block of block_size · D positions over the DCP group). Each rank's blocks fill what its budget
+// leaves after its own weights, activations and workspaces.
+struct Capacity {
+  std::int64_t blocks, bytes_per_block, tokens;
+};
+Capacity capacity(const EngineSpec& spec) {
+  const MemoryPlan plan = plan_memory(spec, 80 * GiB);
+  EXPECT_EQ(plan.kv_cache.deployment_tokens,
+            plan.kv_cache.num_blocks * 16 * std::int64_t(spec.dcp.world_size));
+  EXPECT_EQ(plan.kv_cache.tp_world_size, spec.tp.world_size);
+  EXPECT_GT(plan.used_bytes() + plan.kv_cache.bytes_per_block, plan.capacity_bytes())
+      << "whatever is left is less than one block";
+  return {plan.kv_cache.num_blocks, plan.kv_cache.bytes_per_block, plan.kv_cache.deployment_tokens};
+}
+
+TEST(TensorParallel, KvCapacityWhenHeadsSplit) {
+  // Llama-3.1-8B: a block is 32 layers · K and V · 8/T heads · 128 · 16 tokens · 2 bytes.
+  const Capacity one = capacity(with_parallel("llama-3.1-8b.yaml", 1, 1));
+  const Capacity two = capacity(with_parallel("llama-3.1-8b.yaml", 2, 1));
+  EXPECT_EQ(one.bytes_per_block, 32 * 2 * 8 * 128 * 16 * 2);  // 2 MiB
+  EXPECT_EQ(two.bytes_per_block, 32 * 2 * 4 * 128 * 16 * 2);  // 1 MiB
+  EXPECT_EQ(one.blocks, 28'755) << "as memory_planner_test works it out";
+  EXPECT_EQ(one.tokens, 28'755 * 16);
+  // Half the bytes per block, and half the weights too: more than twice the blocks a rank.
+  EXPECT_GT(two.blocks, 2 * one.blocks);
+  EXPECT_EQ(two.tokens, two.blocks * 16);
+}
+
+TEST(TensorParallel, KvCapacityOfAReplicatedLatentGrowsWithDcp) {
+  // DeepSeek-V2-Lite: one latent of 512 + 64 per token and layer, replicated on every rank:
+  // a block is 27 · 576 · 16 · 2 = 497,664 bytes whatever T is.
+  const Capacity c11 = capacity(with_parallel("deepseek-v2-lite.yaml", 1, 1));
+  const Capacity c21 = capacity(with_parallel("deepseek-v2-lite.yaml", 2, 1));
+  const Capacity c22 = capacity(with_parallel("deepseek-v2-lite.yaml", 2, 2));
+  const Capacity c44 = capacity(with_parallel("deepseek-v2-lite.yaml", 4, 4));
+  for (const Capacity& c : {c11, c21, c22, c44}) EXPECT_EQ(c.bytes_per_block, 497'664);
+  // T = 2 without DCP: each rank's blocks grow only by what its halved weights free; the
+  // deployment holds the same tokens twice.
+  EXPECT_GT(c21.blocks, c11.blocks);
+  EXPECT_LT(c21.blocks, 2 * c11.blocks);
+  EXPECT_EQ(c21.tokens, c21.blocks * 16);
+  // DCP over the 2 ranks: nearly the same blocks a rank (its activations grow a little by the
+  // gathered queries), each holding 2 · 16 positions.
+  EXPECT_EQ(c22.tokens, c22.blocks * 16 * 2);
+  EXPECT_GT(c22.tokens, 2 * c21.tokens * 99 / 100);
+  EXPECT_EQ(c44.tokens, c44.blocks * 16 * 4);
+  EXPECT_GT(c44.tokens, 4 * c11.tokens);
+}
+
+TEST(TensorParallel, AnExplicitTOfOneLeavesThePlanAsItWas) {
+  const MemoryPlan before = plan_memory(load_spec(kConfigs + "llama-3.1-8b.yaml"), 80 * GiB);
+  const MemoryPlan after = plan_memory(with_parallel("llama-3.1-8b.yaml", 1, 1), 80 * GiB);
+  ASSERT_EQ(before.regions().size(), after.regions().size());
+  for (std::size_t i = 0; i < before.regions().size(); ++i) {
+    EXPECT_EQ(before.regions()[i].name, after.regions()[i].name);
+    EXPECT_EQ(before.regions()[i].offset, after.regions()[i].offset);
+    EXPECT_EQ(before.regions()[i].bytes, after.regions()[i].bytes);
+  }
+  EXPECT_EQ(after.kv_cache.deployment_tokens, after.kv_cache.tokens_per_rank);
+}
+
+TEST(TensorParallel, DcpThatTheKvHeadsCannotShareIsRefused) {
+  // Llama-3.1-8B's 8 KV heads over 2 ranks: 4 each, none replicated, so no DCP group can split
+  // the same heads by token.
+  try {
+    (void)with_parallel("llama-3.1-8b.yaml", 2, 2);
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("llama-3.1-8b.yaml:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("dcp.world_size: must divide the replication"),
+              std::string::npos)
+        << e.what();
+  }
+  // 16 ranks replicate each KV head twice: DCP over 2 of them is fine.
+  EXPECT_NO_THROW((void)with_parallel("llama-3.1-8b.yaml", 16, 2));
+}
+
+}  // namespace
+}  // namespace freezeframe
