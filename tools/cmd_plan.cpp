@@ -1,8 +1,10 @@
 // freezeframe plan SPEC.yaml [--device-memory SIZE] [--budget SIZE|FRACTION] [--json FILE]
 //                            [--svg FILE]
-// The static memory plan of a spec, without a GPU: a table of regions, the KV cache in blocks,
-// tokens and max-length sequences, the activation peak against its lower bound; optionally the
-// plan as JSON and an SVG memory map. On a GPU the device memory defaults to its free memory.
+// The static memory plan of a spec, without a GPU: the deployment (tensor- and decode-context-
+// parallel sizes), a table of one rank's regions (every rank plans the same), the KV cache in
+// blocks, tokens and max-length sequences, the activation peak against its lower bound;
+// optionally the plan as JSON and an SVG memory map. On a GPU the device memory defaults to its
+// free memory.
 
 #include <algorithm>
 #include <cstdio>
@@ -52,6 +54,10 @@ void write_json(const std::string& path, const EngineSpec& spec, const MemoryPla
       << ", \"intermediate_size\": " << spec.model.intermediate_size
       << ", \"vocab_size\": " << spec.model.vocab_size << "},\n"
       << "  \"checkpoint\": " << checkpoint << ",\n"
+      << "  \"deployment\": {\"tp_world_size\": " << kv.tp_world_size
+      << ", \"dcp_world_size\": " << kv.dcp_world_size
+      << ", \"dcp_interleave_size\": " << kv.dcp_interleave_size
+      << ", \"ranks\": " << kv.tp_world_size << ", \"regions_per_rank\": true},\n"
       << "  \"device_bytes\": " << plan.device_bytes << ",\n"
       << "  \"budget_bytes\": " << plan.capacity_bytes() << ",\n"
       << "  \"used_bytes\": " << plan.used_bytes() << ",\n"
@@ -60,7 +66,10 @@ void write_json(const std::string& path, const EngineSpec& spec, const MemoryPla
       << ", \"block_size\": " << kv.block_size << ", \"bytes_per_block\": " << kv.bytes_per_block
       << ", \"cache_layers\": " << kv.cache_layers
       << ", \"tokens_per_rank\": " << kv.tokens_per_rank
+      << ", \"deployment_tokens\": " << kv.deployment_tokens
+      << ", \"tp_world_size\": " << kv.tp_world_size
       << ", \"dcp_world_size\": " << kv.dcp_world_size
+      << ", \"dcp_interleave_size\": " << kv.dcp_interleave_size
       << ", \"max_model_len\": " << kv.max_model_len
       << ", \"max_concurrent_sequences\": " << kv.max_concurrent_sequences << "},\n"
       << "  \"activations\": {\"peak_bytes\": " << plan.activations.peak_bytes
@@ -157,11 +166,18 @@ void print_plan(const EngineSpec& spec, const MemoryPlan& plan, const std::strin
     std::printf("checkpoint: %s (%s)\n", printable(m.checkpoint->path, 200).c_str(),
                 printable(m.checkpoint->architecture).c_str());
   }
-  std::printf("device memory: %s (%lld bytes, %s); budget %s (%lld bytes)\n\n",
+  const KvCacheSummary& kv = plan.kv_cache;
+  // DCP reuses the tensor-parallel ranks, so the deployment is tp.world_size GPUs.
+  std::printf(
+      "deployment: tp %d, dcp %d (interleave %d): %d GPU rank%s%s\n", kv.tp_world_size,
+      kv.dcp_world_size, kv.dcp_interleave_size, kv.tp_world_size, kv.tp_world_size == 1 ? "" : "s",
+      kv.tp_world_size == 1 ? "" : "; the plan below is one rank's, the same on every rank");
+  std::printf("device memory (per rank): %s (%lld bytes, %s); budget %s (%lld bytes)\n\n",
               format_bytes(plan.device_bytes).c_str(), static_cast<long long>(plan.device_bytes),
               device_note.c_str(), format_bytes(plan.capacity_bytes()).c_str(),
               static_cast<long long>(plan.capacity_bytes()));
-  std::printf("%-22s %16s %16s %12s %8s\n", "region", "offset", "bytes", "size", "share");
+  std::printf("%-22s %16s %16s %12s %8s\n", "region (per rank)", "offset", "bytes", "size",
+              "share");
   for (const MemoryRegion& r : plan.regions()) {
     std::printf("%-22s %16lld %16lld %12s %7.2f%%\n", r.name.c_str(),
                 static_cast<long long>(r.offset), static_cast<long long>(r.bytes),
@@ -171,7 +187,6 @@ void print_plan(const EngineSpec& spec, const MemoryPlan& plan, const std::strin
   std::printf("%-22s %16s %16lld %12s %7.2f%%\n\n", "(unused budget)", "",
               static_cast<long long>(unused), format_bytes(unused).c_str(),
               100.0 * double(unused) / double(plan.device_bytes));
-  const KvCacheSummary& kv = plan.kv_cache;
   std::printf(
       "kv cache: %lld blocks x %d tokens = %lld tokens per rank (%s per block over %d "
       "layers); %lld concurrent sequences of max length %lld",
@@ -180,6 +195,10 @@ void print_plan(const EngineSpec& spec, const MemoryPlan& plan, const std::strin
       kv.cache_layers, static_cast<long long>(kv.max_concurrent_sequences),
       static_cast<long long>(kv.max_model_len));
   if (kv.dcp_world_size > 1) std::printf(" (DCP over %d ranks)", kv.dcp_world_size);
+  // A block id names block_size · D positions spread over the DCP group.
+  std::printf("\nkv capacity: %lld tokens in the deployment (%lld blocks x %d tokens x dcp %d)",
+              static_cast<long long>(kv.deployment_tokens), static_cast<long long>(kv.num_blocks),
+              kv.block_size, kv.dcp_world_size);
   std::printf("\nactivations: peak %s, lower bound %s, ratio %.4f (%d tensors over %d steps)\n",
               format_bytes(plan.activations.peak_bytes).c_str(),
               format_bytes(plan.activations.lower_bound_bytes).c_str(),
