@@ -4,16 +4,20 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/model/model_program.h"
 #include "freezeframe/engine/plan/memory_planner.h"
+#include "freezeframe/engine/plan/plan_views.h"
 #include "freezeframe/engine/spec/deployment.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/engine/spec/tensor_parallel.h"
+#include "freezeframe/memory/arena.h"
 
 namespace freezeframe {
 namespace {
@@ -189,6 +193,52 @@ TEST(TensorParallel, DcpThatTheKvHeadsCannotShareIsRefused) {
   }
   // 16 ranks replicate each KV head twice: DCP over 2 of them is fine.
   EXPECT_NO_THROW((void)with_parallel("llama-3.1-8b.yaml", 16, 2));
+}
+
+TEST(TensorParallel, ARanksPlanHoldsItsViews) {
+  // 8 heads and 2 KV heads over 4 ranks, DCP over 2: a rank has 2 query heads, one KV head
+  // (each replicated on 2 ranks, which DCP splits by token) and attends 2 · 2 = 4 heads.
+  const EngineSpec spec = parse_spec(R"(model:
+  name: tiny
+  num_layers: 2
+  hidden_size: 1024
+  num_heads: 8
+  num_kv_heads: 2
+  intermediate_size: 2048
+  vocab_size: 32000
+  max_position_embeddings: 4096
+cache:
+  memory_budget: 300MiB
+scheduler:
+  max_num_seqs: 16
+  max_num_batched_tokens: 1024
+tp:
+  world_size: 4
+dcp:
+  world_size: 2
+)");
+  const MemoryPlan plan = plan_memory(spec, 8 * GiB);
+  const ModelProgram program = build_model_program(spec);
+  // Host memory stands in for the device: the views and their checks are the same.
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  const auto bytes = static_cast<std::size_t>(align_up(plan.used_bytes(), 256));
+  std::unique_ptr<std::byte, Free> memory(static_cast<std::byte*>(std::aligned_alloc(256, bytes)));
+  ASSERT_TRUE(memory);
+  const Arena arena = Arena::borrow(plan, memory.get(), plan.used_bytes(), Device::cpu());
+  const PlanViews views = bind_plan(spec, program, arena);
+  EXPECT_EQ(views.weights[0].size(0), 32000 / 4) << program.weights[0].name;
+  EXPECT_EQ(views.tensors[program.tensor_index("layers.1.qkv")].size(1), (2 + 2 * 1) * 128);
+  EXPECT_EQ(views.tensors[program.tensor_index("layers.1.attn_out")].size(1), 4 * 128);
+  EXPECT_EQ(views.tensors[program.tensor_index("layers.1.attn_lse")].size(1), 4);
+  const auto shape =
+      spec.backend(0).kv_cache_shape(plan.kv_cache.num_blocks, 16, 1, 128, DType::kBF16);
+  ASSERT_EQ(views.kv_caches[0].dim(), static_cast<int>(shape.size()));
+  for (int d = 0; d < views.kv_caches[0].dim(); ++d) {
+    EXPECT_EQ(views.kv_caches[0].size(d), shape[d]) << "dim " << d;
+  }
+  EXPECT_EQ(plan.kv_cache.deployment_tokens, plan.kv_cache.num_blocks * 16 * 2);
 }
 
 }  // namespace
