@@ -21,15 +21,13 @@ using E = ErrorCode;
 
 /// The spec asks for things the engine does not run: refuse before allocating anything.
 void check_supported(const EngineSpec& spec) {
-  // The plan is made per rank for any deployment; the engine runs one GPU rank today.
+  // plan_memory plans one rank of any deployment; the engine runs one GPU rank today.
   FF_CHECK(spec.dcp.world_size == 1, E::kUnsupported, spec.where("dcp.world_size"),
            ": the engine runs one GPU rank today; decode context parallelism over ",
-           spec.dcp.world_size,
-           " ranks needs a multi-GPU engine (freezeframe plan shows its "
-           "per-rank plan)");
+           spec.dcp.world_size, " ranks needs a multi-GPU engine (its per-rank plan can be made)");
   FF_CHECK(spec.tp.world_size == 1, E::kUnsupported, spec.where("tp.world_size"),
            ": the engine runs one GPU rank today; tensor parallelism over ", spec.tp.world_size,
-           " ranks needs a multi-GPU engine (freezeframe plan shows its per-rank plan)");
+           " ranks needs a multi-GPU engine (its per-rank plan can be made)");
   FF_CHECK(spec.model.builtin_weights, E::kUnsupported, spec.where("model.builtin_weights"),
            ": the engine executes the built-in model, whose weights must be planned (true)");
   for (int l = 0; l < spec.model.num_layers; ++l) {
