@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.h"
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/backends/synthetic_batch.h"
 #include "freezeframe/core/cuda_handles.h"
@@ -40,24 +41,8 @@ struct Result {
 
 constexpr std::size_t kL2Defeat = 512ull << 20;  // rotate until a run's inputs total ≥ 512 MiB
 
-double median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Normal random values of `dtype` into device memory (one host chunk, copied out repeatedly).
-void fill_random(void* device, std::size_t bytes, ff::DType dtype, std::mt19937& rng) {
-  constexpr std::size_t kChunk = 64ull << 20;
-  std::vector<std::uint8_t> host(std::min(bytes, kChunk));
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const std::size_t elem = ff::size_of(dtype);
-  for (std::size_t i = 0; i + elem <= host.size(); i += elem)
-    ff::store_from_float(&host[i], dtype, normal(rng));
-  for (std::size_t at = 0; at < bytes; at += host.size()) {
-    FF_CUDA_CHECK(cudaMemcpy(static_cast<std::uint8_t*>(device) + at, host.data(),
-                             std::min(host.size(), bytes - at), cudaMemcpyHostToDevice));
-  }
-}
+using freezeframe::bench::fill_random;
+using freezeframe::bench::median;
 
 Result run(const Config& c, int iterations, std::mt19937& rng) {
   const ff::AttentionBackend& backend = ff::find_backend("paged_decode");

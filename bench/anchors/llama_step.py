@@ -51,6 +51,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from timing import event_times
+
 DTYPE = torch.bfloat16
 ITEMSIZE = torch.finfo(DTYPE).bits // 8
 HAS_RMS_NORM = hasattr(F, "rms_norm")
@@ -187,22 +189,6 @@ def prefill_flops(c, batch, new, context):
     pairs = new * context + new * (new + 1) // 2
     return (2 * layer_params * batch * new + 2 * c.vocab * c.hidden * batch
             + 4 * c.heads * c.head_dim * c.layers * batch * pairs)
-
-
-def event_times(fn, iterations, warmup):
-    """Per-call CUDA-event times in ms after `warmup` untimed calls."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iterations):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return times
 
 
 def capture(fn, warmup):
