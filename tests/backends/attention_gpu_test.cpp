@@ -6,9 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <optional>
 #include <random>
+#include <string>
+#include <string_view>
 
 #include "freezeframe/backends/host_reference.h"
 #include "freezeframe/backends/metadata_builder.h"
@@ -16,6 +20,7 @@
 #include "freezeframe/backends/synthetic_batch.h"
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/core/error.h"
+#include "prefill/sm90/prefill_sm90_launch.h"
 #include "support/device_tensor.h"
 #include "support/gpu.h"
 #include "support/random.h"
@@ -42,12 +47,31 @@ struct Case {
   float softcap = 0.0f;
   bool head_major_cache = false;  // physical [2, blocks, heads, block_size, D] instead of NHD
   AttentionType type = AttentionType::kDecoder;
+  /// The prefill kernel (FREEZEFRAME_PREFILL_KERNEL): "sm90", "mma_sync", or unset (auto).
+  const char* prefill_kernel = nullptr;
   /// Relative L2 tolerance. bf16 outputs carry 8 significant bits (2^-9 ≈ 2e-3 relative
   /// rounding), f16 11 bits: 1e-2 and 5e-3 leave room for f32 accumulation order.
   double tolerance = 1e-2;
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
+
+/// Sets an environment variable (when `value` is given) for its lifetime.
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, const char* value) : name_(name), set_(value != nullptr) {
+    if (set_) setenv(name, value, 1);
+  }
+  ~ScopedEnvironment() {
+    if (set_) unsetenv(name_);
+  }
+  ScopedEnvironment(const ScopedEnvironment&) = delete;
+  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+
+ private:
+  const char* name_;
+  bool set_;
+};
 
 /// A view of a cache in the backend's layout, or head-major when the case asks for it.
 TensorView cache_view(const Case& c, int num_blocks, Device device, void* data) {
@@ -83,7 +107,12 @@ TEST_P(ReferenceAttention, MatchesHostReference) {
     for (int h = 0; h < c.heads; ++h)
       params.alibi_slopes.push_back(std::exp2(-8.0f * (h + 1) / c.heads));
   }
+  if (c.prefill_kernel != nullptr && std::string_view(c.prefill_kernel) == "sm90" &&
+      !prefill::sm90_available()) {
+    GTEST_SKIP() << "the Hopper prefill kernel needs an sm_90 GPU and a build for sm_90a";
+  }
   const AttentionBackend& backend = find_backend(c.backend);
+  ScopedEnvironment kernel_choice("FREEZEFRAME_PREFILL_KERNEL", c.prefill_kernel);
   auto impl = backend.make_impl(params);
 
   SyntheticBatchSpec spec{.decode_seq_lens = c.decodes,
@@ -216,6 +245,12 @@ TEST_P(ReferenceAttention, MatchesHostReference) {
     RecordProperty("fp8_vs_unquantised", std::to_string(fp8_err));
   }
   RecordProperty("relative_l2", std::to_string(err));
+}
+
+/// Names of generated cases, alive as long as the test program.
+std::deque<std::string>& names() {
+  static std::deque<std::string> storage;
+  return storage;
 }
 
 std::vector<Case> cases() {
@@ -460,6 +495,21 @@ std::vector<Case> cases() {
                  .alibi = true,
                  .softcap = 20.0f,
                  .type = AttentionType::kEncoderOnly});
+
+  // Both prefill kernel generations run every prefill case: the Hopper kernel (wgmma, TMA)
+  // where it applies (16-bit caches), and the portable mma.sync kernel everywhere.
+  const std::size_t all = out.size();
+  for (std::size_t i = 0; i < all; ++i) {
+    if (std::string_view(out[i].name).substr(0, 8) != "prefill_") continue;
+    if (!is_fp8(out[i].cache_dtype)) {
+      Case sm90 = out[i];
+      sm90.prefill_kernel = "sm90";
+      names().push_back(std::string(out[i].name) + "_sm90");
+      sm90.name = names().back().c_str();
+      out.push_back(sm90);
+    }
+    out[i].prefill_kernel = "mma_sync";
+  }
   return out;
 }
 

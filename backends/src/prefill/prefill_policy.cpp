@@ -1,16 +1,29 @@
 #include "prefill/prefill_policy.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "freezeframe/core/device.h"
 #include "freezeframe/core/device_properties.h"
 #include "freezeframe/core/error.h"
 #include "prefill/prefill_launch.h"
 #include "prefill/prefill_plan.h"
+#include "prefill/sm90/prefill_sm90_launch.h"
 
 namespace freezeframe {
 
 using E = ErrorCode;
+
+PrefillKernelChoice prefill_kernel_choice_from_environment() {
+  const char* value = std::getenv("FREEZEFRAME_PREFILL_KERNEL");
+  const std::string_view v = value == nullptr ? "" : value;
+  if (v.empty() || v == "auto") return PrefillKernelChoice::kAuto;
+  if (v == "mma_sync") return PrefillKernelChoice::kMmaSync;
+  if (v == "sm90") return PrefillKernelChoice::kSm90;
+  FF_THROW(E::kInvalidArgument, "FREEZEFRAME_PREFILL_KERNEL is '", v,
+           "'; expected auto, mma_sync or sm90");
+}
 
 std::optional<std::string> PrefillPolicy::cannot_implement(const AttentionParams& p) {
   if (p.num_heads > prefill::kMaxHeads) {
@@ -29,7 +42,8 @@ void PrefillPolicy::plan(const CommonAttentionMetadata& common, std::span<std::b
 
 PrefillPolicy::PrefillPolicy(const AttentionParams& params)
     : params_(params),
-      heads_per_tile_(prefill::heads_per_tile(params.num_heads / params.num_kv_heads)) {
+      heads_per_tile_(prefill::heads_per_tile(params.num_heads / params.num_kv_heads)),
+      choice_(prefill_kernel_choice_from_environment()) {
   if (has_gpu()) {
     const DType kv = params.kv_cache_dtype;
     try {
@@ -38,6 +52,11 @@ PrefillPolicy::PrefillPolicy(const AttentionParams& params)
                        current_device_properties().sm_count;
     } catch (const Error&) {
       (void)cudaGetLastError();
+    }
+    const DType dtype = kv == DType::kF16 ? DType::kF16 : DType::kBF16;
+    if (choice_ != PrefillKernelChoice::kMmaSync && prefill::sm90_available() && !is_fp8(kv)) {
+      sm90_resident_ctas_ = prefill::sm90_resident_ctas_per_sm(dtype, params.head_size) *
+                            current_device_properties().sm_count;
     }
   }
 }
@@ -88,6 +107,20 @@ void PrefillPolicy::run(const AttentionCall& call, bool single_token_rows,
   f.single_token_rows = single_token_rows;
   f.use_alibi = !p.alibi_slopes.empty();
   std::copy(p.alibi_slopes.begin(), p.alibi_slopes.end(), f.alibi);
+  if (choice_ != PrefillKernelChoice::kMmaSync) {
+    const std::optional<std::string> why_not =
+        prefill::sm90_cannot_run(call.query.dtype(), p.head_size, call.k, call.paged);
+    FF_CHECK(!why_not || choice_ == PrefillKernelChoice::kAuto, E::kUnsupported, "layer '",
+             call.layer->name, "': FREEZEFRAME_PREFILL_KERNEL=sm90, but the Hopper prefill kernel "
+             "cannot run it: ", why_not.value_or(""));
+    if (!why_not && sm90_resident_ctas_ > 0) {
+      const int grid = prefill::grid_size(md.num_tokens, p.num_heads, heads_per_tile_,
+                                          prefill::sm90_tile_rows(), sm90_resident_ctas_);
+      prefill::launch_prefill_sm90(f, call.k, call.v, call.paged, call.query.dtype(),
+                                   p.head_size, grid, stream);
+      return;
+    }
+  }
   const int grid = prefill::grid_size(md.num_tokens, p.num_heads, heads_per_tile_,
                                       prefill::tile_rows(p.head_size), resident_ctas_);
   prefill::launch_prefill(f, call.query.dtype(), call.k.dtype(), p.head_size, grid, stream);

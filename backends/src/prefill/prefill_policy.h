@@ -14,6 +14,13 @@
 
 namespace freezeframe {
 
+/// Which prefill kernel runs: the Hopper kernel (wgmma, TMA) where the GPU, the build and the
+/// call allow it, else the portable mma.sync kernel. FREEZEFRAME_PREFILL_KERNEL=mma_sync or
+/// =sm90 picks one (sm90 then refuses a call it cannot run, saying why), e.g. to compare them.
+enum class PrefillKernelChoice { kAuto, kMmaSync, kSm90 };
+/// The choice FREEZEFRAME_PREFILL_KERNEL names (auto when unset); kInvalidArgument otherwise.
+[[nodiscard]] PrefillKernelChoice prefill_kernel_choice_from_environment();
+
 class PrefillPolicy {
  public:
   /// Why the policy cannot run `params`, or nothing when it can.
@@ -32,7 +39,9 @@ class PrefillPolicy {
  private:
   AttentionParams params_;
   int heads_per_tile_;
-  int resident_ctas_ = 1;  // the persistent grid: resident CTAs × SMs
+  PrefillKernelChoice choice_;
+  int resident_ctas_ = 1;       // the persistent grid: resident CTAs × SMs (mma.sync kernel)
+  int sm90_resident_ctas_ = 0;  // ... of the Hopper kernel; 0 where it does not run
 };
 
 }  // namespace freezeframe

@@ -1,0 +1,398 @@
+#pragma once
+// The Hopper prefill attention kernel (sm_90a; FlashAttention-3's design): the same tiles,
+// masks and outputs as the mma.sync kernel (prefill_kernel.cuh), with
+//   - warp specialisation: warpgroup 0 produces (one thread issues the tensor memory
+//     accelerator's copies of K and V tiles into a two-stage ring; it hands its registers to
+//     the consumers), warpgroups 1 and 2 consume, each owning 64 of the CTA tile's 128 query
+//     rows;
+//   - an mbarrier pipeline: per stage a "full" barrier for K and one for V (the copies'
+//     transaction bytes complete them) and "empty" barriers the consumers arrive on once they
+//     have read a stage, so K of tile n + 1 and V of tile n land while tile n is multiplied;
+//   - wgmma: S = Q·Kᵀ with both operands in shared memory (128-byte-swizzled, as TMA writes
+//     them), then O += P·V with P from the registers S's accumulators became and V read
+//     N-major ("transposed") from the same tile layout. The two consumer warpgroups run
+//     interleaved, so one's softmax overlaps the other's matrix products.
+// Keys come page by page from the paged cache (one box per page and 64-column block) or, for
+// encoder attention, from the step's own rows. V rows past a sequence's end are zeroed by the
+// producer before the consumers see the stage: P is 0 there, but 0 · NaN is not.
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "freezeframe/core/convert.cuh"
+#include "kernels/mma.cuh"
+#include "kernels/sm90.cuh"
+#include "kernels/wgmma_ops.cuh"
+#include "prefill/prefill_params.h"
+#include "prefill/sm90/prefill_sm90_params.h"
+
+namespace freezeframe::prefill {
+
+template <typename T, int D>
+__global__ void __launch_bounds__(384, 1)
+    prefill_sm90_kernel(const __grid_constant__ Sm90Params params) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Cfg = Sm90Config<D>;
+  namespace hw = kernels::sm90;
+  constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
+  constexpr int kSTiles = kBlockN / 8;  // n8 blocks of S per thread
+  constexpr int kOTiles = D / 8;        // n8 blocks of O per thread
+  const PrefillParams& p = params.p;
+
+  extern __shared__ std::uint8_t smem_raw[];
+  const std::uint32_t smem_base = (kernels::shared_address(smem_raw) + 1023) & ~1023u;
+  std::uint8_t* smem = smem_raw + (smem_base - kernels::shared_address(smem_raw));
+  const std::uint32_t s_q = smem_base;
+  const std::uint32_t s_k = s_q + Cfg::kQBytes;
+  const std::uint32_t s_v = s_k + kStages * Cfg::kTileBytes;
+  const std::uint32_t bars = s_v + kStages * Cfg::kTileBytes;
+  // Barriers: k_full[s], v_full[s], k_empty[s], v_empty[s], v_landed.
+  auto k_full = [&](int s) { return bars + 8 * s; };
+  auto v_full = [&](int s) { return bars + 8 * (kStages + s); };
+  auto k_empty = [&](int s) { return bars + 8 * (2 * kStages + s); };
+  auto v_empty = [&](int s) { return bars + 8 * (3 * kStages + s); };
+  const std::uint32_t v_landed = bars + 8 * (4 * kStages);
+
+  const int tid = threadIdx.x;
+  const int warpgroup = tid / 128;
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      hw::mbarrier_init(k_full(s), 1);
+      hw::mbarrier_init(v_full(s), 1);
+      hw::mbarrier_init(k_empty(s), 256);
+      hw::mbarrier_init(v_empty(s), 256);
+    }
+    hw::mbarrier_init(v_landed, 1);
+    hw::fence_barrier_init();
+    hw::prefetch_tensor_map(&params.k_map);
+    hw::prefetch_tensor_map(&params.v_map);
+  }
+
+  const auto* plan = static_cast<const std::uint8_t*>(p.plan);
+  const PlanHeader header = *reinterpret_cast<const PlanHeader*>(plan);
+  const auto* tiles = reinterpret_cast<const PlanTile*>(plan + sizeof(PlanHeader));
+
+  // Padding rows: output 0, LSE −inf.
+  {
+    const std::int64_t elems =
+        std::int64_t(header.padding_end - header.padding_begin) * p.num_heads * D;
+    for (std::int64_t i = blockIdx.x * std::int64_t(Cfg::kThreads) + tid; i < elems;
+         i += std::int64_t(gridDim.x) * Cfg::kThreads) {
+      const std::int64_t row = header.padding_begin + i / (std::int64_t(p.num_heads) * D);
+      const int head = static_cast<int>(i / D % p.num_heads), d = static_cast<int>(i % D);
+      static_cast<T*>(p.out)[row * p.out_stride_token + head * p.out_stride_head + d] =
+          kernels::from_float<T>(0.0f);
+      if (d == 0 && p.lse != nullptr) p.lse[row * p.lse_stride_token + head] = -INFINITY;
+    }
+  }
+  __syncthreads();  // the barriers are initialised
+
+  const int hp_shift = p.heads_per_tile_shift;
+  const int tile_tokens = kBlockM >> hp_shift;
+  const int subtiles = kPlanTileTokens / tile_tokens;
+  const int head_groups = p.num_heads >> hp_shift;
+  const int group_size = p.num_heads / p.num_kv_heads;
+  const int planned = header.num_tiles + (p.single_token_rows ? header.num_single_tiles : 0);
+  const int items = planned * subtiles * head_groups;
+  const bool paged = p.block_table != nullptr;
+
+  // One CTA tile: its request, tokens, heads and the K/V tiles it walks.
+  struct Work {
+    int req, q_first, q_len, tok0, tok_end, kv_len, context, head0, kv_head;
+    int kv_begin, kv_end, num_kv_tiles, always_first, always_last;
+  };
+  auto first_key = [&](const Work& w, int tok) {
+    return p.sliding_window > 0 ? max(0, w.context + tok - p.sliding_window + 1) : 0;
+  };
+  auto last_key = [&](const Work& w, int tok) {
+    const int pos = w.context + tok;
+    if (p.causal) return pos;
+    return p.sliding_window > 0 ? min(w.kv_len - 1, pos + p.sliding_window - 1) : w.kv_len - 1;
+  };
+  auto work_of = [&](int item, Work& w) {  // false: an empty CTA tile (past the tokens)
+    const int head_group = item % head_groups;
+    const int rest = item / head_groups;
+    const PlanTile tile = tiles[rest / subtiles];
+    w.req = tile.req;
+    w.q_first = p.query_start_loc[w.req];
+    w.q_len = p.query_start_loc[w.req + 1] - w.q_first;
+    w.tok0 = tile.token_begin + (rest % subtiles) * tile_tokens;
+    if (w.tok0 >= w.q_len) return false;
+    w.tok_end = min(w.q_len, w.tok0 + tile_tokens);
+    w.kv_len = p.seq_lens[w.req];
+    w.context = w.kv_len - w.q_len;
+    w.head0 = head_group << hp_shift;
+    w.kv_head = w.head0 / group_size;
+    w.kv_begin = first_key(w, w.tok0) / kBlockN * kBlockN;
+    w.kv_end = last_key(w, w.tok_end - 1) + 1;
+    w.num_kv_tiles = (w.kv_end - w.kv_begin + kBlockN - 1) / kBlockN;
+    w.always_first = first_key(w, w.tok_end - 1);
+    w.always_last = last_key(w, w.tok0);
+    return true;
+  };
+
+  if (warpgroup == 0) {
+    // ---------------- producer ----------------
+    hw::set_max_registers_dec<Cfg::kProducerRegisters>();
+    if (tid >= 32) return;
+    const int lane = tid;
+    const int rows = params.rows_per_copy;
+    const std::uint32_t box_bytes = rows * 128;
+    int iteration = 0, landed_phase = 0;
+    for (int item = blockIdx.x; item < items; item += gridDim.x) {
+      Work w;
+      if (!work_of(item, w)) continue;
+      const std::int32_t* blocks =
+          paged ? p.block_table + std::int64_t(w.req) * p.block_table_stride : nullptr;
+      const int kv_row0 = paged ? 0 : p.kv_start[w.req];
+      for (int it = 0; it < w.num_kv_tiles; ++it, ++iteration) {
+        const int stage = iteration % kStages;
+        const std::uint32_t phase = (iteration / kStages) & 1;
+        const int n0 = w.kv_begin + it * kBlockN;
+        // Boxes that hold keys of the sequence; the rest of the tile is not read.
+        const int valid = min(kBlockN, w.kv_len - n0);
+        const int boxes = (valid + rows - 1) / rows;
+        const std::uint32_t bytes = boxes * Cfg::kColumnBlocks * box_bytes;
+        // Lane b finds box b's coordinates (one page id load for the whole tile, not one per
+        // box); lane 0 issues the copies.
+        int my_c1 = 0, my_c3 = 0;
+        if (lane < boxes) {
+          const int key = n0 + lane * rows;
+          if (paged) {
+            my_c1 = key & ((1 << p.block_shift) - 1);
+            my_c3 = blocks[key >> p.block_shift];
+          } else {
+            my_c1 = kv_row0 + key;
+          }
+        }
+        auto issue = [&](const CUtensorMap* map, std::uint32_t tile, std::uint32_t bar) {
+          for (int b = 0; b < boxes; ++b) {
+            const int c1 = __shfl_sync(0xffffffffu, my_c1, b);
+            const int c3 = __shfl_sync(0xffffffffu, my_c3, b);
+            if (lane == 0) {
+              for (int c = 0; c < Cfg::kColumnBlocks; ++c) {
+                hw::tma_load_4d(tile + c * kBlockN * 128 + b * rows * 128, map, bar, c * 64, c1,
+                                w.kv_head, c3);
+              }
+            }
+          }
+        };
+        if (lane == 0) {
+          hw::mbarrier_wait(k_empty(stage), phase ^ 1);
+          hw::mbarrier_arrive_expect_tx(k_full(stage), bytes);
+        }
+        issue(&params.k_map, s_k + stage * Cfg::kTileBytes, k_full(stage));
+        if (lane == 0) hw::mbarrier_wait(v_empty(stage), phase ^ 1);
+        const std::uint32_t v_tile = s_v + stage * Cfg::kTileBytes;
+        if (valid == kBlockN) {
+          if (lane == 0) hw::mbarrier_arrive_expect_tx(v_full(stage), bytes);
+          issue(&params.v_map, v_tile, v_full(stage));
+        } else {
+          // The tile runs past the sequence: land V, zero rows valid.., then release it.
+          if (lane == 0) hw::mbarrier_arrive_expect_tx(v_landed, bytes);
+          issue(&params.v_map, v_tile, v_landed);
+          __syncwarp();
+          hw::mbarrier_wait(v_landed, landed_phase);
+          landed_phase ^= 1;
+          std::uint8_t* tile = smem + (v_tile - smem_base);
+          const int chunks = (kBlockN - valid) * 8;  // 16-byte chunks per column block
+          for (int i = lane; i < chunks * Cfg::kColumnBlocks; i += 32) {
+            const int c = i / chunks, r = valid + (i % chunks) / 8;
+            *reinterpret_cast<uint4*>(tile + c * kBlockN * 128 + r * 128 + (i % 8) * 16) =
+                make_uint4(0, 0, 0, 0);
+          }
+          hw::fence_proxy_async();
+          __syncwarp();
+          if (lane == 0) hw::mbarrier_arrive(v_full(stage));
+        }
+      }
+    }
+    return;
+  }
+
+  // ---------------- consumers ----------------
+  hw::set_max_registers_inc<Cfg::kConsumerRegisters>();
+  const int ctid = tid - 128 * warpgroup;  // thread in its warpgroup
+  const int cw = warpgroup - 1;            // consumer 0 or 1: rows 64 cw ..
+  const int warp = ctid / 32, lane = ctid % 32, g = lane / 4, t = lane % 4;
+  const bool plain_scores = p.softcap <= 0.0f && !p.use_alibi;
+  const float exp_scale = plain_scores ? p.q_scale * kernels::kLog2e : 1.0f;
+  int iteration = 0;
+
+  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+    Work w;
+    if (!work_of(item, w)) continue;
+
+    // Q: this warpgroup's 64 rows, swizzled as TMA would write them; rows past the tokens 0.
+    {
+      const T* q = static_cast<const T*>(p.q);
+      constexpr int kChunks = D / 8;  // 16-byte chunks of a row
+      for (int i = ctid; i < 64 * kChunks; i += 128) {
+        const int m = 64 * cw + i / kChunks, c = i % kChunks;
+        const int tok = w.tok0 + (m >> hp_shift);
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (tok < w.tok_end) {
+          v = __ldg(reinterpret_cast<const uint4*>(
+              q + std::int64_t(w.q_first + tok) * p.q_stride_token +
+              std::int64_t(w.head0 + (m & ((1 << hp_shift) - 1))) * p.q_stride_head + c * 8));
+        }
+        *reinterpret_cast<uint4*>(smem + (c / 8) * kBlockM * 128 + m * 128 +
+                                  (((c % 8) ^ (m & 7)) << 4)) = v;
+      }
+      hw::fence_proxy_async();
+      hw::named_barrier_sync(1 + cw, 128);
+    }
+
+    // This thread's rows: r = 0, 1 → row 64 cw + 16 warp + g + 8 r of the CTA tile.
+    auto tile_row = [&](int r) { return 64 * cw + 16 * warp + g + 8 * r; };
+    auto row_token = [&](int r) { return w.tok0 + (tile_row(r) >> hp_shift); };
+    // Per row: the keys it sees and its ALiBi slope.
+    int key_lo[2], key_hi[2];
+    float slope[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int tok = row_token(r);
+      key_lo[r] = first_key(w, tok);
+      key_hi[r] = min(last_key(w, tok), w.kv_len - 1);
+      slope[r] = p.use_alibi ? p.alibi[w.head0 + (tile_row(r) & ((1 << hp_shift) - 1))] : 0.0f;
+    }
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+    float o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+
+    for (int it = 0; it < w.num_kv_tiles; ++it, ++iteration) {
+      const int stage = iteration % kStages;
+      const std::uint32_t phase = (iteration / kStages) & 1;
+      const int n0 = w.kv_begin + it * kBlockN;
+
+      // S = Q·Kᵀ over the head dim, 16 columns per wgmma.
+      float s[kBlockN / 2];
+      hw::mbarrier_wait(k_full(stage), phase);
+      hw::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const std::uint64_t a = hw::matrix_descriptor(
+            s_q + (kk / 4) * kBlockM * 128 + cw * 64 * 128 + (kk % 4) * 32, 16, 1024);
+        const std::uint64_t b = hw::matrix_descriptor(
+            s_k + stage * Cfg::kTileBytes + (kk / 4) * kBlockN * 128 + (kk % 4) * 32, 16, 1024);
+        kernels::wgmma_ss<T>(s, a, b, kk > 0, std::integral_constant<int, kBlockN>{});
+      }
+      hw::wgmma_commit();
+      hw::wgmma_wait<0>();
+      hw::fence_registers(s);
+      hw::mbarrier_arrive(k_empty(stage));
+
+      // Scores (raw, or in log2 units with a cap or ALiBi), masked where the tile crosses a
+      // row's visible range; then the online softmax. s[i], i = 4 j + e: row g + 8 (e / 2),
+      // key n0 + 8 j + 2 t + e % 2. Each step is its own loop, so the common case (no cap, no
+      // ALiBi, no mask) runs a short stretch of code: the instruction cache holds it.
+      const bool masked = n0 < w.always_first || n0 + kBlockN - 1 > w.always_last;
+      if (!plain_scores) {
+#pragma unroll
+        for (int i = 0; i < kBlockN / 2; ++i) {
+          const int r = (i % 4) / 2;
+          const int key = n0 + 8 * (i / 4) + 2 * t + (i & 1);
+          float x = s[i] * p.q_scale;
+          if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+          if (p.use_alibi) x += slope[r] * float(key - (w.context + row_token(r)));
+          s[i] = x * kernels::kLog2e;
+        }
+      }
+      if (masked) {
+#pragma unroll
+        for (int i = 0; i < kBlockN / 2; ++i) {
+          const int r = (i % 4) / 2;
+          const int key = n0 + 8 * (i / 4) + 2 * t + (i & 1);
+          if (key < key_lo[r] || key > key_hi[r]) s[i] = -INFINITY;
+        }
+      }
+      float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int i = 0; i < kBlockN / 2; ++i) {
+        tile_max[(i % 4) / 2] = fmaxf(tile_max[(i % 4) / 2], s[i]);
+      }
+      float correction[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+        const float new_max = fmaxf(row_max[r], tile_max[r] * exp_scale);
+        // A row with no visible key yet keeps max −inf: subtract 0 instead (its p are 0).
+        const float base = new_max == -INFINITY ? 0.0f : new_max;
+        correction[r] = kernels::fast_exp2(row_max[r] - base);
+        row_max[r] = new_max;
+        row_sum[r] *= correction[r];
+      }
+      // P as the A operand of O += P·V: per 16 keys, rows g / g + 8, keys 2t.. and 2t + 8...
+      std::uint32_t pa[kBlockN / 16][4];
+#pragma unroll
+      for (int j = 0; j < kSTiles; ++j) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const float base = row_max[r] == -INFINITY ? 0.0f : row_max[r];
+          const float p0 = kernels::fast_exp2(s[4 * j + 2 * r] * exp_scale - base);
+          const float p1 = kernels::fast_exp2(s[4 * j + 2 * r + 1] * exp_scale - base);
+          row_sum[r] += p0 + p1;
+          pa[j / 2][(j % 2) * 2 + r] = kernels::pack2<T>(p0, p1);
+        }
+      }
+      if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) {
+#pragma unroll
+        for (int j = 0; j < kOTiles; ++j) {
+          o[4 * j + 0] *= correction[0];
+          o[4 * j + 1] *= correction[0];
+          o[4 * j + 2] *= correction[1];
+          o[4 * j + 3] *= correction[1];
+        }
+      }
+
+      // O += P·V, 16 keys per wgmma; V is the N-major B operand.
+      hw::mbarrier_wait(v_full(stage), phase);
+      hw::fence_registers(o);
+      hw::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        const std::uint64_t b =
+            hw::matrix_descriptor(s_v + stage * Cfg::kTileBytes + kk * 16 * 128, kBlockN * 128, 1024);
+        kernels::wgmma_rs<T>(o, pa[kk], b, 1, std::integral_constant<int, D>{});
+      }
+      hw::wgmma_commit();
+      hw::wgmma_wait<0>();
+      hw::fence_registers(o);
+      hw::mbarrier_arrive(v_empty(stage));
+    }
+
+    // Normalise and write this thread's two rows.
+    T* out = static_cast<T*>(p.out);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float sum = row_sum[r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int m = tile_row(r), tok = row_token(r);
+      if (tok >= w.tok_end) continue;
+      const int head = w.head0 + (m & ((1 << hp_shift) - 1));
+      const std::int64_t row = w.q_first + tok;
+      const float inv = sum > 0.0f ? p.v_scale / sum : 0.0f;
+      T* dst = out + row * p.out_stride_token + head * p.out_stride_head + 2 * t;
+#pragma unroll
+      for (int j = 0; j < kOTiles; ++j) {
+        *reinterpret_cast<std::uint32_t*>(dst + 8 * j) =
+            kernels::pack2<T>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+      }
+      if (p.lse != nullptr && t == 0) {
+        p.lse[row * p.lse_stride_token + head] =
+            sum > 0.0f ? (row_max[r] + log2f(sum)) * kernels::kLn2 : -INFINITY;
+      }
+    }
+    // Q is rewritten by the next tile only after every warp of this warpgroup is done with it.
+    hw::named_barrier_sync(1 + cw, 128);
+  }
+#endif
+}
+
+}  // namespace freezeframe::prefill
