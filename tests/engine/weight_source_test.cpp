@@ -3,7 +3,8 @@
 // mapped from llama.cpp's names, its exact tensors equal to the safetensors bit for bit (the
 // q rows through the converter's rotary permutation and back) and its quantised ones equal to
 // the GGUF reader's values permuted the converter's way again; Qwen2 read unpermuted, with its
-// biases; rows read in any chunks joining to the whole; conversions rounding as CUDA's do.
+// biases; the real SmolLM2 GGUF where it has been fetched; rows read in any chunks joining to
+// the whole; conversions rounding as CUDA's do.
 
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <random>
 #include <string>
@@ -24,6 +26,7 @@
 #include "freezeframe/engine/model/weight_source.h"
 #include "freezeframe/engine/plan/memory_planner.h"
 #include "model/host_half.h"
+#include "support/smollm2.h"
 
 namespace freezeframe {
 namespace {
@@ -231,6 +234,30 @@ TEST(WeightSource, Qwen2IsReadUnpermutedWithItsBiasesAndTiedHead) {
       std::memcpy(&got, f16.data() + 2 * i, 2);
       ASSERT_EQ(got, want) << t.describe() << " value " << i << ": stored as it is";
     }
+  }
+}
+
+TEST(WeightSource, SmolLM2MatchesItsModelAndReadsBack) {
+  const std::string path = testing::smollm2_path(FREEZEFRAME_SOURCE_DIR);
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path << " (scripts/fetch-smollm2)";
+  const EngineSpec spec = weights_spec(path);
+  const CheckpointConfig& config = *spec.model.checkpoint;
+  const auto source = WeightSource::open(config);
+  const ModelProgram program = build_model_program(spec);
+  EXPECT_EQ(match_weights(*source, program).size(), program.weights.size());
+  // The last layer's q (9 heads of 64) and k (3 heads), Q4_1, rows put back.
+  const GgufFile file = GgufFile::open(path);
+  for (const char* name :
+       {"model.layers.29.self_attn.q_proj.weight", "model.layers.29.self_attn.k_proj.weight"}) {
+    const WeightTensor& t = *source->find(name);
+    EXPECT_EQ(t.type, "Q4_1");
+    std::vector<float> expected(static_cast<std::size_t>(t.rows() * t.row_elements()));
+    file.read_f32(file.tensor(t.stored_name), expected);
+    const bool q = t.stored_name.find("attn_q") != std::string::npos;
+    const std::vector<float> got =
+        converter_permute(as_floats(read_all(*source, t, DType::kF32, 100)),
+                          q ? config.num_heads : config.num_kv_heads, t.rows(), t.row_elements());
+    EXPECT_EQ(got, expected) << name;
   }
 }
 
