@@ -37,8 +37,8 @@ struct Progress {
 EngineOptions small_staging(Progress& progress) {
   EngineOptions options;
   options.capture_graphs = false;
-  // 4 KiB halves: most tensors take several chunks, and both halves are reused many times.
-  options.weight_staging_bytes = 8192;
+  // 512-byte halves: the projections take several chunks, and both halves are reused.
+  options.weight_staging_bytes = 1024;
   options.weight_progress = [&progress](std::int64_t done, std::int64_t total) {
     progress.done.push_back(done);
     progress.total = total;
@@ -81,8 +81,7 @@ void expect_device_weights_are_the_sources(const std::string& checkpoint, DType 
   // A step over them: finite logits for every request.
   std::mt19937 rng(3);
   const testing::TestBatch batch({{1, 9}, {5, 5}}, engine.limits().block_size,
-                                 engine.limits().num_blocks, rng,
-                                 spec.model.vocab_size);
+                                 engine.limits().num_blocks, rng, spec.model.vocab_size);
   const StepResult result = engine.step(batch.batch());
   engine.synchronize();
   std::vector<float> logits(static_cast<std::size_t>(result.logits.numel()));
@@ -125,9 +124,9 @@ Error refusal(const EngineSpec& spec) {
 TEST(EngineWeights, RefusedBeforeAnythingIsAllocated) {
   FF_REQUIRE_GPU();
   // builtin_weights false with no checkpoint to read them from.
-  const EngineSpec none = parse_spec(testing::tiny_spec("reference", "  mode: none\n",
-                                                        "  builtin_weights: false\n"),
-                                     "inline.yaml");
+  const EngineSpec none =
+      parse_spec(testing::tiny_spec("reference", "  mode: none\n", "  builtin_weights: false\n"),
+                 "inline.yaml");
   const Error no_checkpoint = refusal(none);
   EXPECT_EQ(no_checkpoint.code(), ErrorCode::kUnsupported);
   EXPECT_NE(no_checkpoint.message().find("model.builtin_weights"), std::string::npos);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "freezeframe/core/error.h"
@@ -51,6 +52,13 @@ void encode(std::span<const float> values, DType dtype, std::byte* out) {
 }  // namespace
 
 void MappedWeights::add(WeightTensor tensor, Stored stored) {
+  // Rows are read one by one, so each must be whole bytes (a quantised vector is not).
+  const std::int64_t rows = tensor.rows();
+  if (tensor.unreadable.empty() && rows > 0 &&
+      stored.bytes.size() % static_cast<std::uint64_t>(rows) != 0) {
+    tensor.unreadable = "its " + std::to_string(stored.bytes.size()) + " bytes are not " +
+                        std::to_string(rows) + " rows of whole blocks";
+  }
   tensors_.push_back(std::move(tensor));
   stored_.push_back(stored);
 }
