@@ -1,9 +1,11 @@
 // freezeframe capture SPEC.yaml [--device-memory SIZE] [--backend NAME] [--json FILE]
-// Builds the engine of a spec on the GPU, capturing every graph the spec asks for (largest
-// first, with a progress bar), and prints per batch descriptor the mode, graphs, node count,
+// Builds the engine of a spec on the GPU (uploading a checkpoint's weights with a progress bar
+// when the spec runs them), capturing every graph the spec asks for (largest first, with a
+// progress bar), and prints per batch descriptor the mode, graphs, node count,
 // capture and instantiate time; then the totals and the device memory the graphs took.
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -34,6 +36,14 @@ void progress_bar(int done, int total) {
   if (done == total) std::fprintf(stderr, "\n");
 }
 
+void weight_bar(std::int64_t done, std::int64_t total) {
+  constexpr int kWidth = 40;
+  const int filled = total > 0 ? static_cast<int>(done * kWidth / total) : kWidth;
+  std::fprintf(stderr, "\rloading weights [%s%s] %.1f/%.1f MiB", std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, '.').c_str(), done / 1048576.0, total / 1048576.0);
+  if (done == total) std::fprintf(stderr, "\n");
+}
+
 }  // namespace
 
 const std::string_view kCaptureUsage = kUsage;
@@ -54,6 +64,7 @@ int run_capture(Args args) {
   EngineOptions options;
   options.device_memory = device_memory(common.device_bytes).bytes;
   options.capture_progress = progress_bar;
+  options.weight_progress = weight_bar;  // a checkpoint's weights (model.builtin_weights false)
   const Engine engine(common.load(), options);
   const CaptureReport& report = engine.capture_report();
 

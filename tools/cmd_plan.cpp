@@ -163,8 +163,9 @@ void print_plan(const EngineSpec& spec, const MemoryPlan& plan, const std::strin
       m.vocab_size, int(name_of(m.dtype).size()), name_of(m.dtype).data(),
       m.tie_word_embeddings ? ", tied embeddings" : "");
   if (m.checkpoint) {
-    std::printf("checkpoint: %s (%s)\n", printable(m.checkpoint->path, 200).c_str(),
-                printable(m.checkpoint->architecture).c_str());
+    std::printf("checkpoint: %s (%s); weights: %s\n", printable(m.checkpoint->path, 200).c_str(),
+                printable(m.checkpoint->architecture).c_str(),
+                m.builtin_weights ? "random (model.builtin_weights)" : "the checkpoint's");
   }
   const KvCacheSummary& kv = plan.kv_cache;
   // DCP reuses the tensor-parallel ranks, so the deployment is tp.world_size GPUs.

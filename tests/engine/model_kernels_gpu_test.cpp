@@ -226,6 +226,64 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 // ---------------------------------------------------------------------------------------------
+// add_bias
+
+struct BiasCase {
+  const char* name;
+  DType dtype;
+  int rows, extra_rows, width;
+  int first_col, y_cols;  // y: columns [first_col, first_col + width) of [.., y_cols]
+};
+
+std::ostream& operator<<(std::ostream& os, const BiasCase& c) { return os << c.name; }
+
+class AddBias : public ::testing::TestWithParam<BiasCase> {};
+
+TEST_P(AddBias, AddsToItsColumnsOnly) {
+  FF_REQUIRE_GPU();
+  const BiasCase& c = GetParam();
+  const int total = c.rows + c.extra_rows;
+  std::mt19937 rng(9);
+  HostTensor y(c.dtype, {total, c.y_cols});
+  testing::fill_normal(y, rng, 2.0f);
+  HostTensor bias(c.dtype, {c.width});
+  testing::fill_normal(bias, rng, 1.0f);
+  const HostTensor before = y;
+
+  auto d_y = upload(y), d_bias = upload(bias);
+  const TensorView& full = d_y.view;
+  const std::int64_t shape[] = {total, c.width};
+  const std::int64_t strides[] = {full.stride(0), 1};
+  const TensorView cols = TensorView::strided(
+      static_cast<std::byte*>(full.data()) + c.first_col * std::int64_t(size_of(c.dtype)), c.dtype,
+      shape, strides, full.device());
+  mk::add_bias(cols, d_bias.view, c.rows, nullptr);
+  FF_CUDA_CHECK(cudaDeviceSynchronize());
+  download(d_y.view, y);
+
+  for (int r = 0; r < total; ++r) {
+    for (int col = 0; col < c.y_cols; ++col) {
+      const std::int64_t i = std::int64_t(r) * c.y_cols + col;
+      const bool inside = r < c.rows && col >= c.first_col && col < c.first_col + c.width;
+      if (!inside) {
+        ASSERT_EQ(y.get(i), before.get(i)) << "row " << r << " col " << col << " changed";
+        continue;
+      }
+      const double want = double(before.get(i)) + bias.get(col - c.first_col);
+      ASSERT_TRUE(close(y.get(i), want, c.dtype, want)) << "row " << r << " col " << col;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, AddBias,
+    ::testing::Values(BiasCase{"bf16_q_of_qkv", DType::kBF16, 4, 2, 896, 0, 1152},
+                      BiasCase{"f16_v_of_qkv", DType::kF16, 3, 1, 128, 1024, 1152},
+                      BiasCase{"bf16_one_wide_row", DType::kBF16, 1, 1, 14336, 0, 14336},
+                      BiasCase{"f16_odd_offset_scalar", DType::kF16, 5, 2, 37, 3, 45}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// ---------------------------------------------------------------------------------------------
 // fill_uniform
 
 // The kernel's documented stream: element i of seed s is lo + (hi − lo)·u with u the top 24

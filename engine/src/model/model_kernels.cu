@@ -151,6 +151,31 @@ __global__ void silu_and_mul_kernel(const __grid_constant__ SiluParams p) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// add_bias
+
+struct BiasParams {
+  void* y;
+  std::int64_t y_stride;
+  const void* bias;
+  int width;
+};
+
+// grid (rows, chunks), like the embedding.
+template <typename T, int kVec>
+__global__ void add_bias_kernel(const __grid_constant__ BiasParams p) {
+  T* y = static_cast<T*>(p.y) + blockIdx.x * p.y_stride;
+  const T* bias = static_cast<const T*>(p.bias);
+  const int units = p.width / kVec;
+  for (int u = blockIdx.y * blockDim.x + threadIdx.x; u < units; u += gridDim.y * blockDim.x) {
+    Pack<T, kVec> v = load<T, kVec>(y + u * kVec);
+    const Pack<T, kVec> b = load<T, kVec>(bias + u * kVec);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) v.v[j] = from_float<T>(to_float(v.v[j]) + to_float(b.v[j]));
+    store<T, kVec>(y + u * kVec, v);
+  }
+}
+
 // Row chunks: about 4 packs per thread per CTA, so one long row spreads over several SMs.
 dim3 row_chunk_grid(int rows, std::int64_t units, int threads) {
   const std::int64_t per_cta = static_cast<std::int64_t>(threads) * 4;
@@ -352,6 +377,39 @@ void silu_and_mul(const TensorView& gate_up, const TensorView& out, int rows, cu
       silu_and_mul_kernel<T, kVec><<<grid, threads, 0, stream>>>(p);
     } else {
       silu_and_mul_kernel<T, 1><<<grid, threads, 0, stream>>>(p);
+    }
+    FF_CHECK_LAUNCH();
+  });
+}
+
+void add_bias(const TensorView& y, const TensorView& bias, int rows, cudaStream_t stream) {
+  using E = ErrorCode;
+  constexpr const char* fn = "add_bias";
+  check_rows_arg(fn, "rows", rows);
+  const std::int64_t width = check_matrix(fn, "y", y, rows, true);
+  FF_CHECK(bias.defined() && bias.is_cuda() && bias.dim() == 1 && bias.size(0) == width &&
+               bias.is_contiguous(),
+           E::kInvalidArgument, fn, ": bias must be a contiguous device vector of ", width,
+           " elements, got ", describe(bias));
+  check_same(fn, y, "y", bias, "bias");
+  if (rows == 0) return;
+
+  BiasParams p{};
+  p.y = y.data();
+  p.y_stride = y.stride(0);
+  p.bias = bias.data();
+  p.width = static_cast<int>(width);
+  dispatch_model_dtype(y.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int kVec = kVec16<T>;
+    const bool vector = rows_vectorizable(y, width, kVec) && aligned16(bias.data());
+    const std::int64_t units = vector ? width / kVec : width;
+    const int threads = threads_for(units, 256);
+    const dim3 grid = row_chunk_grid(rows, units, threads);
+    if (vector) {
+      add_bias_kernel<T, kVec><<<grid, threads, 0, stream>>>(p);
+    } else {
+      add_bias_kernel<T, 1><<<grid, threads, 0, stream>>>(p);
     }
     FF_CHECK_LAUNCH();
   });

@@ -41,6 +41,10 @@ void rope_neox(const TensorView& qkv, const std::int64_t* positions, int rows, i
 /// 2·I], out [≥ rows, I]; silu(x) = x / (1 + e^−x).
 void silu_and_mul(const TensorView& gate_up, const TensorView& out, int rows, cudaStream_t stream);
 
+/// y[r, :] += bias for r < rows, rounded once per element. y [≥ rows, width] (its row stride
+/// may exceed width: a column slice of a wider tensor); bias [width], contiguous, of y's dtype.
+void add_bias(const TensorView& y, const TensorView& bias, int rows, cudaStream_t stream);
+
 /// Deterministic pseudo-random fill of a contiguous tensor (bf16, f16 or f32): element i gets
 /// lo + (hi − lo)·u(seed, i), u a counter-based hash in [0, 1). The same (seed, i) gives the
 /// same value on every run and device.

@@ -10,6 +10,7 @@ std::string_view to_string(OpKind kind) {
     case OpKind::kEmbedding: return "embedding";
     case OpKind::kRmsNorm: return "rms_norm";
     case OpKind::kQkvProj: return "qkv_proj";
+    case OpKind::kQkvBias: return "qkv_bias";
     case OpKind::kRope: return "rope";
     case OpKind::kCacheWrite: return "cache_write";
     case OpKind::kAttention: return "attention";
@@ -178,6 +179,12 @@ void ProgramBuilder::attention_block(int l, int hidden) {
      {weight(pre + "self_attn.q_proj", {heads * d, h}, l),
       weight(pre + "self_attn.k_proj", {kv * d, h}, l),
       weight(pre + "self_attn.v_proj", {kv * d, h}, l)});
+  if (model_.checkpoint && model_.checkpoint->qkv_bias) {
+    op(OpKind::kQkvBias, l, {qkv}, {qkv},
+       {weight(pre + "self_attn.q_proj.bias", {heads * d}, l),
+        weight(pre + "self_attn.k_proj.bias", {kv * d}, l),
+        weight(pre + "self_attn.v_proj.bias", {kv * d}, l)});
+  }
   op(OpKind::kRope, l, {qkv, positions}, {qkv});
   // A layer that shares another layer's cache writes none of its own.
   if (layer.kv_sharing_target < 0 && uses_kv_cache(layer.attention_type)) {

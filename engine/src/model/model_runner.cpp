@@ -119,8 +119,11 @@ void ModelRunner::init_weights(std::uint64_t seed, cudaStream_t stream) {
     // Linear default); vectors are norm scales near 1. The embedding is a matrix too, so the
     // residual stream starts near ±1/√hidden and the norms rescale it.
     const bool matrix = weight.shape.size() == 2;
+    const bool bias = weight.name.ends_with(".bias");
     const float bound = matrix ? 1.0f / std::sqrt(static_cast<float>(weight.shape[1])) : 0.0f;
-    const float lo = matrix ? -bound : 0.8f, hi = matrix ? bound : 1.2f;
+    // Biases start at zero: a random model with them computes what it did without.
+    const float lo = matrix ? -bound : (bias ? 0.0f : 0.8f);
+    const float hi = matrix ? bound : (bias ? 0.0f : 1.2f);
     model_kernels::fill_uniform(view, seed + w, lo, hi, stream);
   }
 }
@@ -210,6 +213,23 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
     case OpKind::kMlaKvAProj:
       linear(tensor(op.reads[0]), op.weights, tensor(op.writes[0]), rows, 0.0f, stream);
       return;
+    case OpKind::kQkvBias: {
+      // Each bias onto its columns of qkv: the q heads', then k's, then v's.
+      const TensorView qkv = tensor(op.writes[0]);
+      const auto elem = static_cast<std::int64_t>(size_of(qkv.dtype()));
+      std::int64_t column = 0;
+      for (std::size_t i = 0; i < op.weights.size(); ++i) {
+        const TensorView& bias = weight(static_cast<int>(i));
+        const std::int64_t cols_shape[] = {qkv.size(0), bias.size(0)};
+        const std::int64_t strides[] = {qkv.stride(0), 1};
+        const TensorView cols =
+            TensorView::strided(static_cast<std::byte*>(qkv.data()) + column * elem, qkv.dtype(),
+                                cols_shape, strides, qkv.device());
+        model_kernels::add_bias(cols, bias, rows, stream);
+        column += bias.size(0);
+      }
+      return;
+    }
     case OpKind::kRope:
       if (!layers_[op.layer]->rope) return;
       model_kernels::rope_neox(tensor(op.writes[0]),

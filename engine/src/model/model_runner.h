@@ -55,7 +55,8 @@ class ModelRunner {
   /// The op's kind ("qkv_proj", ...) or the user piece's name.
   [[nodiscard]] std::string op_name(int op) const;
 
-  /// Fills every weight with deterministic random values (scaled by fan-in) on `stream`.
+  /// Fills every weight with deterministic random values (scaled by fan-in; biases zero) on
+  /// `stream`.
   void init_weights(std::uint64_t seed, cudaStream_t stream);
 
   /// Enqueues ops [begin, end) for `shape`. `metadata[b]` is the device metadata of backend b

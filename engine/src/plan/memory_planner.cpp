@@ -83,8 +83,9 @@ MemoryPlan plan_memory(const EngineSpec& spec, std::int64_t device_bytes,
   const std::int64_t tokens = spec.scheduler.max_num_batched_tokens;
   const std::int64_t seqs = spec.scheduler.max_num_seqs;
 
-  // Weights, in program order.
-  if (model.builtin_weights) {
+  // Weights, in program order: the built-in random ones or a checkpoint's. Without either an
+  // embedder brings its own and the plan holds none.
+  if (model.builtin_weights || model.checkpoint) {
     std::vector<std::pair<std::string, std::int64_t>> items;
     for (const ProgramWeight& w : program.weights) items.emplace_back(w.name, w.bytes());
     add_packed_region(plan, "weights", RegionKind::kWeights, items);

@@ -10,9 +10,11 @@
 #include "freezeframe/core/device_properties.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/core/nvtx.h"
+#include "freezeframe/engine/model/weight_source.h"
 #include "freezeframe/engine/plan/staging_layout.h"
 #include "freezeframe/engine/runtime/graph_scope.h"
 #include "runtime/engine_state.h"
+#include "runtime/weight_upload.h"
 
 namespace freezeframe {
 namespace {
@@ -28,8 +30,19 @@ void check_supported(const EngineSpec& spec) {
   FF_CHECK(spec.tp.world_size == 1, E::kUnsupported, spec.where("tp.world_size"),
            ": the engine runs one GPU rank today; tensor parallelism over ", spec.tp.world_size,
            " ranks needs a multi-GPU engine (its per-rank plan can be made)");
-  FF_CHECK(spec.model.builtin_weights, E::kUnsupported, spec.where("model.builtin_weights"),
-           ": the engine executes the built-in model, whose weights must be planned (true)");
+  const ModelSpec& model = spec.model;
+  FF_CHECK(model.builtin_weights || model.checkpoint, E::kUnsupported,
+           spec.where("model.builtin_weights"),
+           ": false asks for the weights of a checkpoint, and the spec names none; name it in "
+           "model.checkpoint, or leave builtin_weights true for random weights");
+  // Llama 3's frequency scaling is read but not applied by the built-in rope yet: a
+  // checkpoint's weights would compute something other than its model.
+  FF_CHECK(
+      model.builtin_weights || !model.checkpoint ||
+          (!model.checkpoint->rope_scaling && model.checkpoint->rope_freq_factors_tensor.empty()),
+      E::kUnsupported, spec.where("model.checkpoint"),
+      ": the checkpoint scales its RoPE frequencies (Llama 3's rope_scaling), which the "
+      "built-in model does not apply yet, so its weights cannot run as trained");
   for (int l = 0; l < spec.model.num_layers; ++l) {
     const LayerSpec& layer = spec.model.layers[l];
     FF_CHECK(layer.attention_type == AttentionType::kDecoder, E::kUnsupported,
@@ -47,6 +60,13 @@ void check_supported(const EngineSpec& spec) {
 Engine::Engine(EngineSpec spec, EngineOptions options) {
   require_usable_gpu();
   check_supported(spec);
+  // A checkpoint's weights are checked whole before anything is allocated or uploaded.
+  std::unique_ptr<WeightSource> checkpoint;
+  std::vector<const WeightTensor*> checkpoint_tensors;
+  if (!spec.model.builtin_weights) {
+    checkpoint = WeightSource::open(*spec.model.checkpoint);
+    checkpoint_tensors = match_weights(*checkpoint, build_model_program(spec));
+  }
   std::int64_t device_memory = options.device_memory;
   if (device_memory == 0) {
     std::size_t free_bytes = 0, total_bytes = 0;
@@ -79,7 +99,13 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
                                     std::move(backend_of_layer), std::move(s.options.user_pieces));
   s.logits = s.program.tensor_index("logits");
 
-  s.runner->init_weights(s.options.weight_seed, stream);
+  if (checkpoint) {
+    upload_weights(*checkpoint, checkpoint_tensors, s.views.weights, s.options.weight_staging_bytes,
+                   stream, s.options.weight_progress);
+    checkpoint.reset();  // unmaps the files
+  } else {
+    s.runner->init_weights(s.options.weight_seed, stream);
+  }
   const MemoryRegion& cache = s.plan.region("kv_cache");
   FF_CUDA_CHECK(cudaMemsetAsync(s.arena.data("kv_cache"), 0, cache.bytes, stream));
   s.build_segments();
@@ -206,6 +232,14 @@ const DeploymentGeometry& Engine::geometry() const { return state_->geometry; }
 const DeploymentLimits& Engine::limits() const { return state_->limits; }
 cudaStream_t Engine::stream() const { return state_->stream.get(); }
 TensorView Engine::kv_cache(int layer) const { return state_->views.kv_caches.at(layer); }
+
+TensorView Engine::weight(std::string_view name) const {
+  const ModelProgram& program = state_->program;
+  for (std::size_t w = 0; w < program.weights.size(); ++w) {
+    if (program.weights[w].name == name) return state_->views.weights[w];
+  }
+  FF_THROW(E::kNotFound, "the model program has no weight '", name, "'");
+}
 
 int Engine::num_graphs() const {
   std::size_t n = 0;

@@ -4,8 +4,9 @@
 // weight sizes from it; the engine executes the same list, so the plan and the run cannot
 // disagree about what exists.
 //
-// Per layer (Llama-style):  rms_norm → qkv_proj → rope → cache_write → attention →
-//   o_proj (+ residual) → rms_norm → gate_up_proj → silu_and_mul → down_proj (+ residual).
+// Per layer (Llama-style):  rms_norm → qkv_proj (→ qkv_bias, when the checkpoint's q, k and
+//   v projections have biases: Qwen2) → rope → cache_write → attention → o_proj (+ residual)
+//   → rms_norm → gate_up_proj → silu_and_mul → down_proj (+ residual).
 // MLA layers (DeepSeek-V2 without q_lora):  rms_norm → q_proj and kv_a_proj_with_mqa →
 //   kv_a_layernorm → mla_attention (rope, latent cache write, absorbed/expanded attention;
 //   the impl owns q_proj and kv_b_proj) → o_proj (+ residual), then the MLP when present.
@@ -28,6 +29,7 @@ enum class OpKind {
   kEmbedding,         ///< hidden = embed_tokens[token_ids]
   kRmsNorm,           ///< out = rms_norm(in) · weight
   kQkvProj,           ///< qkv = x · W_qkvᵀ   [T, (H + 2·KV)·D]
+  kQkvBias,           ///< qkv += (b_q, b_k, b_v), each row
   kRope,              ///< rotary embedding of q and k inside qkv, in place
   kCacheWrite,        ///< k, v of qkv → the layer's KV cache at the slot mapping
   kAttention,         ///< out = attention(q, cache) through the layer's backend
@@ -73,7 +75,9 @@ struct ProgramTensor {
 };
 
 struct ProgramWeight {
-  std::string name;  ///< "layers.3.mlp.down_proj" (Hugging Face names, without "model.")
+  /// "layers.3.mlp.down_proj", "layers.3.self_attn.q_proj.bias": Hugging Face's names without
+  /// "model." and ".weight" (hf_weight_name in weight_source.h gives the whole name).
+  std::string name;
   DType dtype = DType::kBF16;
   std::vector<std::int64_t> shape;
   int layer = -1;

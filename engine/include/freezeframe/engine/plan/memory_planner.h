@@ -2,7 +2,8 @@
 // plan_memory: the engine's whole memory as one arena, from the spec, the device memory size
 // and the device's properties alone (pure host arithmetic; no GPU needed). Regions, in arena
 // order:
-//   weights              the built-in model's parameters (model.builtin_weights)
+//   weights              the model's parameters: random (model.builtin_weights) or read from
+//                        model.checkpoint; none when neither
 //   activations          the model program's tensors packed by lifetime (greedy by size),
 //                        attention outputs and DCP LSE included: a fixed address is all an
 //                        output buffer needs, not a buffer per layer

@@ -3,7 +3,9 @@
 // loop to the logits").
 //
 // Construction plans the memory, makes the one arena, fills the built-in model's weights
-// (deterministic random values), builds every layer's attention impl and one metadata builder
+// (deterministic random values, or with model.builtin_weights false the checkpoint's, checked
+// whole against the model program before anything is allocated, then streamed up through a
+// bounded pinned buffer), builds every layer's attention impl and one metadata builder
 // per backend, and captures the spec's CUDA graphs, largest first. Then step(batch), once per
 // serving-loop iteration: validate the batch, dispatch it (pad to a captured size or run
 // eagerly), upload its inputs and metadata into their persistent buffers, replay (one launch
@@ -17,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "freezeframe/core/tensor.h"
@@ -52,7 +55,14 @@ struct EngineOptions {
   std::int64_t device_memory = 0;
   /// False: capture nothing, every step runs eagerly.
   bool capture_graphs = true;
+  /// Seed of the built-in random weights (model.builtin_weights).
   std::uint64_t weight_seed = 0x5eed;
+  /// Pinned host memory a checkpoint's weights are uploaded through, in two halves (the host
+  /// converts rows into one while the GPU copies the other); a half holds at least one row.
+  std::size_t weight_staging_bytes = std::size_t(64) << 20;
+  /// Called while a checkpoint's weights upload, after each chunk, with the bytes enqueued so
+  /// far and the total (e.g. to draw a progress bar).
+  std::function<void(std::int64_t done, std::int64_t total)> weight_progress;
   std::vector<UserPiece> user_pieces;
   /// Called after each captured graph with (done, total), e.g. to draw a progress bar.
   std::function<void(int done, int total)> capture_progress;
@@ -155,6 +165,9 @@ class Engine {
   [[nodiscard]] int num_executables() const;
   /// The KV cache of `layer` in its backend's shape (layers sharing a cache see the same).
   [[nodiscard]] TensorView kv_cache(int layer) const;
+  /// The planned weight called `name` in the model program ("embed_tokens",
+  /// "layers.0.self_attn.q_proj"), in its shape on the device; throws kNotFound.
+  [[nodiscard]] TensorView weight(std::string_view name) const;
 
  private:
   struct State;

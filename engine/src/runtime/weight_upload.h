@@ -1,0 +1,28 @@
+#pragma once
+// upload_weights: a checkpoint's tensors into the plan's weight buffers, streamed through a
+// bounded pinned buffer in two halves: the host converts the next chunk of rows into one half
+// while the GPU copies the other (cudaMemcpyAsync on the engine's stream, an event per half
+// saying when it may be refilled). Private to runtime/.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "freezeframe/core/tensor.h"
+#include "freezeframe/engine/model/weight_source.h"
+
+namespace freezeframe {
+
+/// Copies tensors[i] (from `source`, checked by match_weights) into views[i], converted to the
+/// view's dtype, through `staging_bytes` of pinned memory (each half at least one row).
+/// `progress(done, total)` hears the bytes enqueued after each chunk. Returns once the copies
+/// are done.
+void upload_weights(const WeightSource& source, std::span<const WeightTensor* const> tensors,
+                    std::span<const TensorView> views, std::size_t staging_bytes,
+                    cudaStream_t stream,
+                    const std::function<void(std::int64_t done, std::int64_t total)>& progress);
+
+}  // namespace freezeframe
