@@ -110,7 +110,9 @@ TEST(EngineWeights, Qwen2GgufInF16WithBiasesOnTheDeviceBitForBit) {
 Error refusal(const EngineSpec& spec) {
   const AllocationCounters before = allocation_counters();
   try {
-    Engine engine(spec, EngineOptions{.capture_graphs = false});
+    EngineOptions options;
+    options.capture_graphs = false;
+    Engine engine(spec, options);
   } catch (const Error& e) {
     const AllocationCounters after = allocation_counters();
     EXPECT_EQ(after.device_allocations, before.device_allocations) << "refused after allocating";

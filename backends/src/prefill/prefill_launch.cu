@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "freezeframe/core/error.h"
+#include "kernels/dynamic_shared_memory.h"
 #include "kernels/head_sizes.h"
 #include "prefill/prefill_kernel.cuh"
 #include "prefill/prefill_launch.h"
@@ -14,8 +15,8 @@ namespace {
 /// The kernel, allowed the dynamic shared memory it needs (above the 48 KiB default).
 PrefillKernel configured_kernel(DType dtype, DType kv_dtype, int head_size) {
   const PrefillKernel kernel = prefill_kernel(dtype, kv_dtype, head_size);
-  FF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     shared_bytes(kv_dtype, head_size)));
+  kernels::allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel),
+                                       shared_bytes(kv_dtype, head_size));
   return kernel;
 }
 

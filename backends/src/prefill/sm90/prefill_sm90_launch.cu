@@ -8,6 +8,7 @@
 
 #include "freezeframe/core/device_properties.h"
 #include "freezeframe/core/error.h"
+#include "kernels/dynamic_shared_memory.h"
 #include "kernels/head_sizes.h"
 #include "prefill/sm90/prefill_sm90_kernels.h"
 #include "prefill/sm90/prefill_sm90_launch.h"
@@ -23,7 +24,7 @@ constexpr bool kCompiled = true;
 constexpr bool kCompiled = false;
 #endif
 
-/// The kernel, allowed its dynamic shared memory once per device and kernel.
+/// The kernel, allowed its dynamic shared memory.
 Sm90Kernel kernel_for(DType dtype, int head_size, int* smem_bytes) {
   Sm90Kernel kernel = nullptr;
   int bytes = 0;
@@ -35,8 +36,7 @@ Sm90Kernel kernel_for(DType dtype, int head_size, int* smem_bytes) {
   }
   FF_CHECK(kernel != nullptr, E::kUnsupported, "prefill (sm_90a): no kernel for head size ",
            head_size);
-  FF_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  kernels::allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
   *smem_bytes = bytes;
   return kernel;
 }
