@@ -70,7 +70,8 @@ __device__ __forceinline__ void fence_proxy_async() {
 /// operand the stride is the step between 8-row groups (the leading one is unused); for an
 /// N-major one the leading is the step between 64-element column blocks and the stride the
 /// step between groups of 8 rows along K.
-__device__ __forceinline__ std::uint64_t matrix_descriptor(std::uint32_t address, std::uint32_t lead,
+__device__ __forceinline__ std::uint64_t matrix_descriptor(std::uint32_t address,
+                                                           std::uint32_t lead,
                                                            std::uint32_t stride) {
   return static_cast<std::uint64_t>((address & 0x3ffff) >> 4) |
          static_cast<std::uint64_t>((lead & 0x3ffff) >> 4) << 16 |
