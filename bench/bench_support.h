@@ -1,5 +1,6 @@
 #pragma once
-// What the benchmark binaries share: the median of event timings and random device inputs.
+// What the benchmark binaries share: the median of event timings, random device inputs and the
+// device-to-device copy bandwidth they compare memory-bound kernels with.
 
 #include <cuda_runtime_api.h>
 
@@ -9,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/core/dtype.h"
 #include "freezeframe/core/error.h"
 
@@ -31,6 +33,26 @@ inline void fill_random(void* device, std::size_t bytes, DType dtype, std::mt199
     FF_CUDA_CHECK(cudaMemcpy(static_cast<std::uint8_t*>(device) + at, host.data(),
                              std::min(host.size(), bytes - at), cudaMemcpyHostToDevice));
   }
+}
+
+/// Device-to-device copy bandwidth (4 GiB, median of 10 after 3 warm-ups), counting bytes read
+/// plus bytes written.
+inline double copy_bandwidth_tbs() {
+  constexpr std::size_t kBytes = 4ull << 30;
+  DeviceBuffer a(kBytes), b(kBytes);
+  Stream stream = Stream::create();
+  FF_CUDA_CHECK(cudaMemsetAsync(a.data(), 1, kBytes, stream.get()));
+  std::vector<float> ms;
+  for (int i = 0; i < 13; ++i) {
+    Event start(true), stop(true);
+    start.record(stream.get());
+    FF_CUDA_CHECK(
+        cudaMemcpyAsync(b.data(), a.data(), kBytes, cudaMemcpyDeviceToDevice, stream.get()));
+    stop.record(stream.get());
+    stop.synchronize();
+    if (i >= 3) ms.push_back(stop.elapsed_ms_since(start));
+  }
+  return 2.0 * kBytes / (median(ms) * 1e-3) / 1e12;
 }
 
 }  // namespace freezeframe::bench

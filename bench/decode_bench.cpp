@@ -41,6 +41,7 @@ struct Result {
 
 constexpr std::size_t kL2Defeat = 512ull << 20;  // rotate until a run's inputs total ≥ 512 MiB
 
+using freezeframe::bench::copy_bandwidth_tbs;
 using freezeframe::bench::fill_random;
 using freezeframe::bench::median;
 
@@ -127,29 +128,6 @@ Result run(const Config& c, int iterations, std::mt19937& rng) {
   std::vector<float> ms;
   for (int i = 0; i < iterations; ++i) ms.push_back(stops[i].elapsed_ms_since(starts[i]));
   return {c, copies, median(ms) * 1e3, *std::min_element(ms.begin(), ms.end()) * 1e3, kv_bytes};
-}
-
-}  // namespace
-
-namespace {
-
-/// Device-to-device copy bandwidth, counting bytes read plus bytes written.
-double copy_bandwidth_tbs() {
-  constexpr std::size_t kBytes = 4ull << 30;
-  ff::DeviceBuffer a(kBytes), b(kBytes);
-  ff::Stream stream = ff::Stream::create();
-  FF_CUDA_CHECK(cudaMemsetAsync(a.data(), 1, kBytes, stream.get()));
-  std::vector<float> ms;
-  for (int i = 0; i < 13; ++i) {
-    ff::Event start(true), stop(true);
-    start.record(stream.get());
-    FF_CUDA_CHECK(
-        cudaMemcpyAsync(b.data(), a.data(), kBytes, cudaMemcpyDeviceToDevice, stream.get()));
-    stop.record(stream.get());
-    stop.synchronize();
-    if (i >= 3) ms.push_back(stop.elapsed_ms_since(start));
-  }
-  return 2.0 * kBytes / (median(ms) * 1e-3) / 1e12;
 }
 
 }  // namespace
