@@ -386,3 +386,99 @@ def trace_mutant(rng, seeds):
     if rng.random() < 0.2:
         data = mutate_bytes(rng, data)
     return data
+
+
+# --- checkpoint mutants ------------------------------------------------------------------
+
+# Numbers a length, count, offset or dimension field may be set to: zero, small, the edges of
+# 32 and 64 bits, and values that overflow when multiplied or added.
+HOSTILE_U64 = [0, 1, 2, 7, 255, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0x100000000,
+               1 << 40, (1 << 62) + 1, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]
+
+
+def gguf_header_end(data):
+    """Where a GGUF's tensor infos end (roughly: the data section is 32-aligned after them);
+    mutations aim before it, where the lengths and offsets are."""
+    return min(len(data), max(64, len(data) // 3))
+
+
+def mutate_checkpoint_bytes(rng, data, header_end):
+    data = bytearray(data)
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        op = rng.choice(["u64", "u64", "u32", "flip", "truncate", "truncate", "generic"])
+        end = max(8, min(header_end, len(data) - 8))
+        if op in ("u64", "u32") and len(data) >= 16:
+            width = 8 if op == "u64" else 4
+            k = rng.randrange(0, end - width + 1)
+            if rng.random() < 0.5:
+                k -= k % width
+            value = rng.choice(HOSTILE_U64 + [len(data) + rng.randint(-16, 16)])
+            data[k:k + width] = (value % (1 << (8 * width))).to_bytes(width, "little")
+        elif op == "flip" and data:
+            k = rng.randrange(min(len(data), header_end * 2))
+            data[k] ^= 1 << rng.randrange(8)
+        elif op == "truncate" and data:
+            del data[rng.randrange(len(data)):]
+        else:
+            data = bytearray(mutate_bytes(rng, bytes(data)))
+    return bytes(data)
+
+
+NUMBER = re.compile(rb"-?\d+")
+
+
+def as_bytes(data):
+    return data if isinstance(data, bytes) else data.encode("utf-8", "surrogateescape")
+
+
+def mutate_safetensors(rng, data):
+    """A safetensors file: the 8-byte header length, the JSON header (shapes, offsets, dtypes),
+    or the data."""
+    if len(data) < 8:
+        return mutate_bytes(rng, data)
+    n = int.from_bytes(data[:8], "little")
+    header, rest = data[8:8 + n], data[8 + n:]
+    op = rng.choice(["length", "number", "number", "dtype", "json", "truncate", "bytes"])
+    if op == "length":
+        value = rng.choice(HOSTILE_U64 + [n + rng.randint(-9, 9), len(data)])
+        return (value % (1 << 64)).to_bytes(8, "little") + data[8:]
+    if op == "number":
+        spots = list(NUMBER.finditer(header))
+        if spots:
+            m = rng.choice(spots)
+            value = rng.choice(HOSTILE_U64 + [-1, -(1 << 63), int(m.group()) + rng.randint(-3, 3)])
+            header = header[:m.start()] + str(value).encode() + header[m.end():]
+        return len(header).to_bytes(8, "little") + header + rest
+    if op == "dtype":
+        header = re.sub(rb'"(BF16|F16|F32|I8|U8)"', lambda _: rng.choice(
+            [b'"F64"', b'"I64"', b'"BOOL"', b'"F8_E4M3"', b'"Q4"', b'""', b'"BF16 "']), header,
+            count=1)
+        return len(header).to_bytes(8, "little") + header + rest
+    if op == "json":
+        header = (as_bytes(mutate_trace(rng, header.decode("utf-8", "surrogateescape")))
+                  if rng.random() < 0.3 else mutate_bytes(rng, header))
+        return len(header).to_bytes(8, "little") + header + rest
+    if op == "truncate":
+        return data[:rng.randrange(len(data))]
+    return mutate_checkpoint_bytes(rng, data, 8 + n)
+
+
+def checkpoint_mutant(rng, seeds):
+    """(files, command arguments): a GGUF file, or a Hugging Face folder (config.json, the
+    index and shards) with one of its files mutated, for `freezeframe inspect --verify` or
+    `freezeframe tokenize`. `seeds`: (GGUF files' bytes, folders as {name: bytes})."""
+    ggufs, folders = seeds
+    if ggufs and (not folders or rng.random() < 0.6):
+        data = rng.choice(ggufs)
+        files = {"model.gguf": mutate_checkpoint_bytes(rng, data, gguf_header_end(data))}
+        if rng.random() < 0.3:
+            return files, ["tokenize", "model.gguf", "--text", "hello, world"]
+        return files, ["inspect", "model.gguf", "--verify"]
+    files = dict(rng.choice(folders))
+    name = rng.choice(sorted(files))
+    if name.endswith(".safetensors"):
+        files[name] = mutate_safetensors(rng, files[name])
+    else:  # config.json or the index: JSON
+        files[name] = (as_bytes(mutate_trace(rng, files[name].decode("utf-8", "surrogateescape")))
+                       if rng.random() < 0.5 else mutate_bytes(rng, files[name]))
+    return {"model/" + n: d for n, d in files.items()}, ["inspect", "model", "--verify"]

@@ -3,11 +3,12 @@
 # extra argument is refused with the usage on stderr and exit 2; an error exits 1 and names no
 # source file unless --verbose; serve-sim says what it is missing; bench refuses prefill shapes
 # that are malformed (exit 2) or past the spec's limits (exit 1) without a GPU; tokenize prints
-# ids and pieces, and refuses a broken tokenizer naming the field.
+# ids and pieces, and refuses a broken tokenizer naming the field; inspect reads a checkpoint
+# whole and says why the engine could not run one.
 # Usage: cmake -DFREEZEFRAME=<tool> -DSOURCE_DIR=<checkout> -DWORK_DIR=<scratch>
 #              -P cli_contract.cmake
 
-set(commands backends bench capture demo plan serve-sim tokenize)
+set(commands backends bench capture demo inspect plan serve-sim tokenize)
 set(spec ${SOURCE_DIR}/configs/llama-3.1-8b.yaml)
 set(tiny ${SOURCE_DIR}/examples/tiny.yaml)
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -126,6 +127,20 @@ check(RC 1 ARGS tokenize ${WORK_DIR}/missing.json --text hi ERR "cannot open tok
       NOT_ERR ".cpp")
 check(RC 1 ARGS tokenize ${tokenizers}/broken/merge_unknown.gguf --text hi
       ERR "tokenizer.ggml.merges[1]" NOT_ERR ".cpp")
+
+# inspect: what a checkpoint holds, whether the engine could run its weights, every tensor read.
+set(weights ${SOURCE_DIR}/tests/fixtures/checkpoints/weights)
+check(RC 2 ARGS inspect ERR "no checkpoint given" "usage: freezeframe inspect")
+check(RC 0 ARGS inspect ${weights}/llama --tensors --verify
+      OUT "safetensors: 12 tensors" "model.layers.0.self_attn.q_proj.weight"
+          "the model program's 12 weights: all present" "verify: 12 tensors read whole; 0 problems")
+check(RC 0 ARGS inspect ${weights}/llama.gguf --verify
+      OUT "GGUF: 12 tensors" "12 weights: all present" "0 problems")
+check(RC 1 ARGS inspect ${weights}/broken/wrong-shape.gguf
+      OUT "the engine would not run these weights" "is [64, 32]; the model program expects [32, 32]")
+check(RC 1 ARGS inspect ${weights}/broken/q4_k.gguf --tensors
+      OUT "Q4_K is not read" "1 tensor is of a type the engine does not read")
+check(RC 1 ARGS inspect ${WORK_DIR}/missing.gguf ERR "cannot read checkpoint" NOT_ERR ".cpp")
 
 # Without a GPU (demo says so), the GPU commands refuse with the probe's reason, cleanly.
 execute_process(COMMAND ${FREEZEFRAME} demo RESULT_VARIABLE rc OUTPUT_VARIABLE out)

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "freezeframe/core/error.h"
+#include "freezeframe/core/printable.h"
 #include "model/host_half.h"
 #include "model/mapped_file.h"
 
@@ -99,7 +100,7 @@ class Reader {
 constexpr std::uint32_t kString = 8, kArray = 9;
 
 void Reader::scalar_into(std::uint32_t type, GgufValue& v, const std::string& key, bool in_array) {
-  const std::string what = "metadata '" + key + "'";
+  const std::string what = "metadata '" + printable(key) + "'";
   auto put_int = [&](std::int64_t x) {
     if (in_array) {
       v.ints.push_back(x);
@@ -162,11 +163,11 @@ GgufValue Reader::value(std::uint32_t type, const std::string& key) {
     return v;
   }
   v.kind = GgufValue::Kind::kArray;
-  const auto element = scalar<std::uint32_t>("metadata '" + key + "' array type");
-  FF_CHECK(element != kArray, E::kInvalidArgument, path_, ": metadata '", key,
+  const auto element = scalar<std::uint32_t>("metadata '" + printable(key) + "' array type");
+  FF_CHECK(element != kArray, E::kInvalidArgument, path_, ": metadata '", printable(key),
            "' is an array of arrays, which no checkpoint this reads holds");
   v.gguf_type = element;
-  const std::uint64_t n = count("metadata '" + key + "' array length", 1);
+  const std::uint64_t n = count("metadata '" + printable(key) + "' array length", 1);
   for (std::uint64_t i = 0; i < n; ++i) scalar_into(element, v, key, true);
   return v;
 }
@@ -221,38 +222,38 @@ GgufFile GgufFile::open(const std::string& path) {
   const std::uint64_t kv_count = r.count("the metadata count", 13);
   for (std::uint64_t i = 0; i < kv_count; ++i) {
     std::string key = r.string("metadata key " + std::to_string(i));
-    const auto type = r.scalar<std::uint32_t>("metadata '" + key + "' type");
+    const auto type = r.scalar<std::uint32_t>("metadata '" + printable(key) + "' type");
     GgufValue v = r.value(type, key);
     FF_CHECK(file.metadata_.find(key) == file.metadata_.end(), E::kInvalidArgument, path,
-             ": metadata '", key, "' is given twice");
+             ": metadata '", printable(key), "' is given twice");
     file.metadata_.emplace(std::move(key), std::move(v));
   }
   for (std::uint64_t i = 0; i < tensor_count; ++i) {
     GgufTensor t;
     t.name = r.string("tensor name " + std::to_string(i));
-    const auto n_dims = r.scalar<std::uint32_t>("tensor '" + t.name + "' dimensions");
-    FF_CHECK(n_dims >= 1 && n_dims <= 4, E::kInvalidArgument, path, ": tensor '", t.name, "' has ",
+    const auto n_dims = r.scalar<std::uint32_t>("tensor '" + printable(t.name) + "' dimensions");
+    FF_CHECK(n_dims >= 1 && n_dims <= 4, E::kInvalidArgument, path, ": tensor '", printable(t.name), "' has ",
              n_dims, " dimensions; GGUF allows 1 to 4");
     std::uint64_t elements = 1;
     for (std::uint32_t d = 0; d < n_dims; ++d) {
-      const auto dim = r.scalar<std::uint64_t>("tensor '" + t.name + "' shape");
+      const auto dim = r.scalar<std::uint64_t>("tensor '" + printable(t.name) + "' shape");
       FF_CHECK(
           dim >= 1 && dim <= (std::uint64_t(1) << 40) && elements <= (std::uint64_t(1) << 50) / dim,
-          E::kInvalidArgument, path, ": tensor '", t.name, "' has dimension ", d, " = ", dim,
+          E::kInvalidArgument, path, ": tensor '", printable(t.name), "' has dimension ", d, " = ", dim,
           ", outside what any checkpoint holds");
       elements *= dim;
       t.dims.push_back(static_cast<std::int64_t>(dim));
     }
-    t.type = r.scalar<std::uint32_t>("tensor '" + t.name + "' type");
-    t.offset = r.scalar<std::uint64_t>("tensor '" + t.name + "' offset");
+    t.type = r.scalar<std::uint32_t>("tensor '" + printable(t.name) + "' type");
+    t.offset = r.scalar<std::uint64_t>("tensor '" + printable(t.name) + "' offset");
     const TypeInfo* info = type_info(t.type);
-    FF_CHECK(info != nullptr, E::kInvalidArgument, path, ": tensor '", t.name, "' has GGML type ",
+    FF_CHECK(info != nullptr, E::kInvalidArgument, path, ": tensor '", printable(t.name), "' has GGML type ",
              t.type, ", which has no known size");
-    FF_CHECK(t.dims[0] % info->block == 0, E::kInvalidArgument, path, ": tensor '", t.name,
+    FF_CHECK(t.dims[0] % info->block == 0, E::kInvalidArgument, path, ": tensor '", printable(t.name),
              "' rows of ", t.dims[0], " values are not whole ", info->name, " blocks of ",
              info->block);
     t.bytes = gguf_tensor_bytes(t.type, static_cast<std::int64_t>(elements));
-    FF_CHECK(file.find_tensor(t.name) == nullptr, E::kInvalidArgument, path, ": tensor '", t.name,
+    FF_CHECK(file.find_tensor(t.name) == nullptr, E::kInvalidArgument, path, ": tensor '", printable(t.name),
              "' is listed twice");
     file.tensors_.push_back(std::move(t));
   }
@@ -267,10 +268,10 @@ GgufFile GgufFile::open(const std::string& path) {
       (r.at() + static_cast<std::uint64_t>(alignment) - 1) / alignment * alignment;
   for (GgufTensor& t : file.tensors_) {
     FF_CHECK(t.offset % static_cast<std::uint64_t>(alignment) == 0, E::kInvalidArgument, path,
-             ": tensor '", t.name, "' at data offset ", t.offset, " is not aligned to ", alignment);
+             ": tensor '", printable(t.name), "' at data offset ", t.offset, " is not aligned to ", alignment);
     FF_CHECK(data_start <= size && t.offset <= size - data_start &&
                  t.bytes <= size - data_start - t.offset,
-             E::kInvalidArgument, path, ": tensor '", t.name, "' (", gguf_type_name(t.type), ", ",
+             E::kInvalidArgument, path, ": tensor '", printable(t.name), "' (", gguf_type_name(t.type), ", ",
              t.bytes, " bytes at data offset ", t.offset, ") runs past the end of the file (", size,
              " bytes, data from ", data_start, "): the file is truncated");
     t.offset += data_start;
@@ -287,7 +288,7 @@ const GgufTensor* GgufFile::find_tensor(std::string_view name) const {
 
 const GgufTensor& GgufFile::tensor(std::string_view name) const {
   const GgufTensor* t = find_tensor(name);
-  FF_CHECK(t != nullptr, E::kNotFound, path_, ": no tensor '", name, "'");
+  FF_CHECK(t != nullptr, E::kNotFound, path_, ": no tensor '", printable(name), "'");
   return *t;
 }
 
@@ -299,7 +300,7 @@ const GgufValue* GgufFile::find(std::string_view key) const {
 std::optional<std::int64_t> GgufFile::get_int(std::string_view key) const {
   const GgufValue* v = find(key);
   if (v == nullptr) return std::nullopt;
-  FF_CHECK(v->kind == GgufValue::Kind::kInt, E::kInvalidArgument, path_, ": metadata '", key,
+  FF_CHECK(v->kind == GgufValue::Kind::kInt, E::kInvalidArgument, path_, ": metadata '", printable(key),
            "' is not an integer");
   return v->int_value;
 }
@@ -308,14 +309,14 @@ std::optional<double> GgufFile::get_float(std::string_view key) const {
   const GgufValue* v = find(key);
   if (v == nullptr) return std::nullopt;
   FF_CHECK(v->kind == GgufValue::Kind::kFloat || v->kind == GgufValue::Kind::kInt,
-           E::kInvalidArgument, path_, ": metadata '", key, "' is not a number");
+           E::kInvalidArgument, path_, ": metadata '", printable(key), "' is not a number");
   return v->kind == GgufValue::Kind::kFloat ? v->float_value : double(v->int_value);
 }
 
 std::optional<std::string> GgufFile::get_string(std::string_view key) const {
   const GgufValue* v = find(key);
   if (v == nullptr) return std::nullopt;
-  FF_CHECK(v->kind == GgufValue::Kind::kString, E::kInvalidArgument, path_, ": metadata '", key,
+  FF_CHECK(v->kind == GgufValue::Kind::kString, E::kInvalidArgument, path_, ": metadata '", printable(key),
            "' is not a string");
   return v->string_value;
 }
@@ -326,11 +327,11 @@ std::span<const std::byte> GgufFile::bytes(const GgufTensor& t) const {
 
 void GgufFile::read_f32(const GgufTensor& t, std::span<float> out) const {
   FF_CHECK(static_cast<std::int64_t>(out.size()) == t.elements(), E::kInvalidArgument, path_,
-           ": tensor '", t.name, "' has ", t.elements(), " values; the output holds ", out.size());
+           ": tensor '", printable(t.name), "' has ", t.elements(), " values; the output holds ", out.size());
   try {
     dequantize_to_f32(t.type, bytes(t), out);
   } catch (const Error& e) {
-    FF_THROW(e.code(), path_, ": tensor '", t.name, "': ", e.message());
+    FF_THROW(e.code(), path_, ": tensor '", printable(t.name), "': ", e.message());
   }
 }
 

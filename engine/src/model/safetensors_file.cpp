@@ -1,8 +1,7 @@
 #include "freezeframe/engine/model/safetensors_file.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +10,7 @@
 #include "freezeframe/core/error.h"
 #include "freezeframe/core/printable.h"
 #include "model/host_half.h"
+#include "model/json_value.h"
 #include "model/mapped_file.h"
 
 namespace freezeframe {
@@ -18,8 +18,9 @@ namespace {
 
 using E = ErrorCode;
 
-// The header is JSON, which yaml-cpp reads (JSON is YAML's flow style). Headers are small;
-// a larger length is a corrupt file, not a checkpoint (the safetensors library caps it too).
+// The header and the index are JSON, read by the strict reader (model/json_value.h): fast on
+// large or hostile text and exact about what is wrong. Headers are small; a larger length is a
+// corrupt file, not a checkpoint (the safetensors library caps it too).
 constexpr std::uint64_t kMaxHeaderBytes = std::uint64_t(100) << 20;
 
 std::uint64_t dtype_bytes(const std::string& dtype) {
@@ -31,6 +32,27 @@ std::uint64_t dtype_bytes(const std::string& dtype) {
     return 1;
   }
   return 0;
+}
+
+/// `value` as a string, or a refusal naming `who` and `field`.
+const std::string& json_string(const JsonValue& value, const std::string& who,
+                               std::string_view field) {
+  FF_CHECK(value.kind == JsonValue::Kind::kString, E::kInvalidArgument, who, ": ", field, " is ",
+           json_kind_name(value.kind), "; expected a string");
+  return value.string;
+}
+
+/// `value` as a whole number in [0, 2^53] (what a double holds exactly; sizes and offsets of
+/// any real file are far below), or a refusal naming `who` and `field`.
+std::uint64_t json_count(const JsonValue& value, const std::string& who, std::string_view field) {
+  constexpr double kMax = 9007199254740992.0;  // 2^53
+  const bool whole = value.kind == JsonValue::Kind::kNumber && value.number >= 0 &&
+                     value.number <= kMax && value.number == std::floor(value.number);
+  FF_CHECK(whole, E::kInvalidArgument, who, ": ", field, " is ",
+           value.kind == JsonValue::Kind::kNumber ? std::to_string(value.number)
+                                                  : std::string(json_kind_name(value.kind)),
+           "; expected a whole number from 0 to 2^53");
+  return static_cast<std::uint64_t>(value.number);
 }
 
 }  // namespace
@@ -63,60 +85,53 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   FF_CHECK(header_bytes >= 2 && header_bytes <= kMaxHeaderBytes && header_bytes <= size - 8,
            E::kInvalidArgument, path, ": a header of ", header_bytes, " bytes in a file of ", size,
            " (not a safetensors file, or truncated)");
-  const std::string header(reinterpret_cast<const char*>(data + 8), header_bytes);
-  YAML::Node root;
-  try {
-    root = YAML::Load(header);
-  } catch (const YAML::Exception& e) {
-    FF_THROW(E::kInvalidArgument, path, ": the header is not valid JSON: ", e.msg);
-  }
-  FF_CHECK(root.IsMap(), E::kInvalidArgument, path, ": the header is not a JSON object");
+  const std::string_view header(reinterpret_cast<const char*>(data + 8), header_bytes);
+  const JsonValue root = parse_json(header, path + " (header)");
+  FF_CHECK(root.kind == JsonValue::Kind::kObject, E::kInvalidArgument, path,
+           ": the header is not a JSON object");
   const std::uint64_t data_start = 8 + header_bytes;
   const std::uint64_t data_bytes = size - data_start;
-  try {
-    for (const auto& entry : root) {
-      const std::string name = entry.first.as<std::string>();
-      const YAML::Node& v = entry.second;
-      if (name == "__metadata__") {
-        FF_CHECK(v.IsMap(), E::kInvalidArgument, path, ": __metadata__ is not an object");
-        for (const auto& m : v) {
-          file.metadata_[m.first.as<std::string>()] = m.second.as<std::string>();
-        }
-        continue;
+  for (const auto& [name, v] : root.members) {
+    if (name == "__metadata__") {
+      FF_CHECK(v.kind == JsonValue::Kind::kObject, E::kInvalidArgument, path,
+               ": __metadata__ is not an object");
+      for (const auto& [key, value] : v.members) {
+        file.metadata_[key] = json_string(value, path, "__metadata__ '" + printable(key) + "'");
       }
-      const std::string who = path + ": tensor '" + printable(name) + "'";
-      FF_CHECK(v.IsMap() && v["dtype"] && v["shape"] && v["data_offsets"] &&
-                   v["shape"].IsSequence() && v["data_offsets"].IsSequence() &&
-                   v["data_offsets"].size() == 2,
-               E::kInvalidArgument, who, ": needs dtype, shape and data_offsets [begin, end]");
-      SafetensorsTensor t;
-      t.name = name;
-      t.dtype = v["dtype"].as<std::string>();
-      const std::uint64_t element_bytes = dtype_bytes(t.dtype);
-      FF_CHECK(element_bytes > 0, E::kInvalidArgument, who, ": unknown dtype '", printable(t.dtype),
-               "'");
-      std::uint64_t elements = 1;
-      for (const auto& d : v["shape"]) {
-        const auto dim = d.as<std::int64_t>();
-        FF_CHECK(
-            dim >= 0 && (dim == 0 || elements <= (std::uint64_t(1) << 50) / std::uint64_t(dim)),
-            E::kInvalidArgument, who, ": shape dimension ", dim, " is not a size");
-        elements *= static_cast<std::uint64_t>(dim);
-        t.shape.push_back(dim);
-      }
-      const auto begin = v["data_offsets"][0].as<std::uint64_t>();
-      const auto end = v["data_offsets"][1].as<std::uint64_t>();
-      FF_CHECK(begin <= end && end <= data_bytes, E::kInvalidArgument, who, ": bytes [", begin,
-               ", ", end, ") lie outside the ", data_bytes, " bytes of data (truncated file?)");
-      FF_CHECK(end - begin == elements * element_bytes, E::kInvalidArgument, who, ": ", end - begin,
-               " bytes for a ", t.dtype, " tensor of ", elements, " values, which takes ",
-               elements * element_bytes);
-      t.offset = data_start + begin;
-      t.bytes = end - begin;
-      file.tensors_.push_back(std::move(t));
+      continue;
     }
-  } catch (const YAML::Exception& e) {
-    FF_THROW(E::kInvalidArgument, path, ": unexpected header contents: ", e.msg);
+    const std::string who = path + ": tensor '" + printable(name) + "'";
+    const JsonValue* dtype = v.find("dtype");
+    const JsonValue* shape = v.find("shape");
+    const JsonValue* offsets = v.find("data_offsets");
+    FF_CHECK(v.kind == JsonValue::Kind::kObject && dtype != nullptr && shape != nullptr &&
+                 shape->kind == JsonValue::Kind::kArray && offsets != nullptr &&
+                 offsets->kind == JsonValue::Kind::kArray && offsets->items.size() == 2,
+             E::kInvalidArgument, who, ": needs dtype, shape and data_offsets [begin, end]");
+    SafetensorsTensor t;
+    t.name = name;
+    t.dtype = json_string(*dtype, who, "dtype");
+    const std::uint64_t element_bytes = dtype_bytes(t.dtype);
+    FF_CHECK(element_bytes > 0, E::kInvalidArgument, who, ": unknown dtype '", printable(t.dtype),
+             "'");
+    std::uint64_t elements = 1;
+    for (const JsonValue& d : shape->items) {
+      const std::uint64_t dim = json_count(d, who, "a shape dimension");
+      FF_CHECK(dim == 0 || elements <= (std::uint64_t(1) << 50) / dim, E::kInvalidArgument, who,
+               ": shape dimension ", dim, " makes more than 2^50 values");
+      elements *= dim;
+      t.shape.push_back(static_cast<std::int64_t>(dim));
+    }
+    const std::uint64_t begin = json_count(offsets->items[0], who, "data_offsets[0]");
+    const std::uint64_t end = json_count(offsets->items[1], who, "data_offsets[1]");
+    FF_CHECK(begin <= end && end <= data_bytes, E::kInvalidArgument, who, ": bytes [", begin, ", ",
+             end, ") lie outside the ", data_bytes, " bytes of data (truncated file?)");
+    FF_CHECK(end - begin == elements * element_bytes, E::kInvalidArgument, who, ": ", end - begin,
+             " bytes for a ", t.dtype, " tensor of ", elements, " values, which takes ",
+             elements * element_bytes);
+    t.offset = data_start + begin;
+    t.bytes = end - begin;
+    file.tensors_.push_back(std::move(t));
   }
   // Tensors may not overlap (they may leave gaps).
   std::vector<const SafetensorsTensor*> order;
@@ -202,29 +217,24 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& path) {
     return c;
   }
   // An index: {"metadata": {...}, "weight_map": {"tensor": "shard file", ...}}.
-  std::ifstream in(p);
+  std::ifstream in(p, std::ios::binary);
   FF_CHECK(in.good(), E::kNotFound, "cannot read safetensors index '", p.string(), "'");
   std::ostringstream text;
   text << in.rdbuf();
-  YAML::Node index;
-  try {
-    index = YAML::Load(text.str());
-  } catch (const YAML::Exception& e) {
-    FF_THROW(E::kInvalidArgument, p.string(), ": not valid JSON: ", e.msg);
-  }
-  FF_CHECK(index.IsMap() && index["weight_map"] && index["weight_map"].IsMap(), E::kInvalidArgument,
-           p.string(), ": needs a weight_map object (tensor → shard file)");
+  const JsonValue index = parse_json(text.str(), p.string());
+  const JsonValue* weight_map = index.find("weight_map");
+  FF_CHECK(weight_map != nullptr && weight_map->kind == JsonValue::Kind::kObject,
+           E::kInvalidArgument, p.string(), ": needs a weight_map object (tensor → shard file)");
   std::map<std::string, std::size_t> shard_index;
   std::map<std::string, std::string> wanted;  // tensor → shard
-  try {
-    for (const auto& entry : index["weight_map"]) {
-      wanted[entry.first.as<std::string>()] = entry.second.as<std::string>();
-    }
-  } catch (const YAML::Exception& e) {
-    FF_THROW(E::kInvalidArgument, p.string(), ": weight_map: ", e.msg);
+  for (const auto& [tensor, shard] : weight_map->members) {
+    wanted[tensor] = json_string(shard, p.string(), "weight_map '" + printable(tensor) + "'");
   }
   for (const auto& [tensor, shard] : wanted) {
-    FF_CHECK(shard.find('/') == std::string::npos && shard != ".." && !shard.empty(),
+    const bool plain = std::none_of(shard.begin(), shard.end(), [](char ch) {
+      return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f;
+    });
+    FF_CHECK(plain && shard.find('/') == std::string::npos && shard != ".." && !shard.empty(),
              E::kInvalidArgument, p.string(), ": tensor '", printable(tensor), "' names shard '",
              printable(shard), "', not a file beside the index");
     if (shard_index.emplace(shard, c.files_.size()).second) {
@@ -243,7 +253,7 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& path) {
     FF_CHECK(
         it != c.where_.end() && c.files_[it->second].path() == (p.parent_path() / shard).string(),
         E::kInvalidArgument, p.string(), ": the index puts tensor '", printable(tensor), "' in ",
-        shard, ", which does not hold it");
+        printable(shard), ", which does not hold it");
   }
   return c;
 }
