@@ -61,13 +61,12 @@ Result run(const Row& r, std::mt19937& rng) {
   std::vector<std::int64_t> slots(r.tokens);
   for (int t = 0; t < r.tokens; ++t) slots[t] = order[t / kBlock] * kBlock + t % kBlock;
   ff::DeviceBuffer slot_buffer(slots.size() * sizeof(std::int64_t));
-  FF_CUDA_CHECK(cudaMemcpy(slot_buffer.data(), slots.data(), slot_buffer.bytes(),
-                           cudaMemcpyHostToDevice));
+  FF_CUDA_CHECK(
+      cudaMemcpy(slot_buffer.data(), slots.data(), slot_buffer.bytes(), cudaMemcpyHostToDevice));
 
   const ff::Device gpu = ff::Device::cuda();
   const ff::TensorView k(key.data(), ff::DType::kBF16, {r.tokens, r.kv_heads, r.head_size}, gpu);
-  const ff::TensorView v(value.data(), ff::DType::kBF16, {r.tokens, r.kv_heads, r.head_size},
-                         gpu);
+  const ff::TensorView v(value.data(), ff::DType::kBF16, {r.tokens, r.kv_heads, r.head_size}, gpu);
   auto* cache_bytes = static_cast<std::uint8_t*>(cache.data());
   const ff::TensorView k_cache(cache_bytes, r.cache_dtype,
                                {blocks, kBlock, r.kv_heads, r.head_size}, gpu);
@@ -119,8 +118,7 @@ int main(int argc, char** argv) {
                 "TB/s", "of_copy");
     std::FILE* json = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
     std::vector<Row> rows;
-    for (int tokens : {512, 4096, 16384, 65536})
-      rows.push_back({tokens, 8, 128, ff::DType::kBF16});
+    for (int tokens : {512, 4096, 16384, 65536}) rows.push_back({tokens, 8, 128, ff::DType::kBF16});
     for (int tokens : {4096, 65536}) rows.push_back({tokens, 8, 128, ff::DType::kFp8E4M3});
     rows.push_back({16384, 8, 64, ff::DType::kBF16});
     rows.push_back({16384, 8, 256, ff::DType::kBF16});

@@ -5,8 +5,8 @@
 // whole, counting values that are not finite. No GPU.
 
 #include <cmath>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -137,8 +137,8 @@ int run_inspect(Args args) {
   if (list) {
     for (const WeightTensor& t : source->tensors()) {
       std::printf("  %-60s %-6s %s%s%s\n", t.describe().c_str(), t.type.c_str(),
-                  shape_text(t.shape).c_str(), t.unreadable.empty() ? "" : "; not read: ",
-                  t.unreadable.c_str());
+                  shape_text(t.shape).c_str(),
+                  t.unreadable.empty() ? "" : "; not read: ", t.unreadable.c_str());
     }
   }
   if (unreadable > 0) {

@@ -15,8 +15,7 @@ void allow_dynamic_shared_memory(const void* kernel, int bytes) {
   static std::set<std::tuple<const void*, int, int>> done;
   const std::lock_guard<std::mutex> lock(mutex);
   if (done.contains({kernel, device, bytes})) return;
-  FF_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  FF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   done.insert({kernel, device, bytes});
 }
 

@@ -111,13 +111,15 @@ void PrefillPolicy::run(const AttentionCall& call, bool single_token_rows,
     const std::optional<std::string> why_not =
         prefill::sm90_cannot_run(call.query.dtype(), p.head_size, call.k, call.paged);
     FF_CHECK(!why_not || choice_ == PrefillKernelChoice::kAuto, E::kUnsupported, "layer '",
-             call.layer->name, "': FREEZEFRAME_PREFILL_KERNEL=sm90, but the Hopper prefill kernel "
-             "cannot run it: ", why_not.value_or(""));
+             call.layer->name,
+             "': FREEZEFRAME_PREFILL_KERNEL=sm90, but the Hopper prefill kernel "
+             "cannot run it: ",
+             why_not.value_or(""));
     if (!why_not && sm90_resident_ctas_ > 0) {
       const int grid = prefill::grid_size(md.num_tokens, p.num_heads, heads_per_tile_,
                                           prefill::sm90_tile_rows(), sm90_resident_ctas_);
-      prefill::launch_prefill_sm90(f, call.k, call.v, call.paged, call.query.dtype(),
-                                   p.head_size, grid, stream);
+      prefill::launch_prefill_sm90(f, call.k, call.v, call.paged, call.query.dtype(), p.head_size,
+                                   grid, stream);
       return;
     }
   }

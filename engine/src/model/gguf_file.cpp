@@ -232,29 +232,29 @@ GgufFile GgufFile::open(const std::string& path) {
     GgufTensor t;
     t.name = r.string("tensor name " + std::to_string(i));
     const auto n_dims = r.scalar<std::uint32_t>("tensor '" + printable(t.name) + "' dimensions");
-    FF_CHECK(n_dims >= 1 && n_dims <= 4, E::kInvalidArgument, path, ": tensor '", printable(t.name), "' has ",
-             n_dims, " dimensions; GGUF allows 1 to 4");
+    FF_CHECK(n_dims >= 1 && n_dims <= 4, E::kInvalidArgument, path, ": tensor '", printable(t.name),
+             "' has ", n_dims, " dimensions; GGUF allows 1 to 4");
     std::uint64_t elements = 1;
     for (std::uint32_t d = 0; d < n_dims; ++d) {
       const auto dim = r.scalar<std::uint64_t>("tensor '" + printable(t.name) + "' shape");
       FF_CHECK(
           dim >= 1 && dim <= (std::uint64_t(1) << 40) && elements <= (std::uint64_t(1) << 50) / dim,
-          E::kInvalidArgument, path, ": tensor '", printable(t.name), "' has dimension ", d, " = ", dim,
-          ", outside what any checkpoint holds");
+          E::kInvalidArgument, path, ": tensor '", printable(t.name), "' has dimension ", d, " = ",
+          dim, ", outside what any checkpoint holds");
       elements *= dim;
       t.dims.push_back(static_cast<std::int64_t>(dim));
     }
     t.type = r.scalar<std::uint32_t>("tensor '" + printable(t.name) + "' type");
     t.offset = r.scalar<std::uint64_t>("tensor '" + printable(t.name) + "' offset");
     const TypeInfo* info = type_info(t.type);
-    FF_CHECK(info != nullptr, E::kInvalidArgument, path, ": tensor '", printable(t.name), "' has GGML type ",
-             t.type, ", which has no known size");
-    FF_CHECK(t.dims[0] % info->block == 0, E::kInvalidArgument, path, ": tensor '", printable(t.name),
-             "' rows of ", t.dims[0], " values are not whole ", info->name, " blocks of ",
-             info->block);
+    FF_CHECK(info != nullptr, E::kInvalidArgument, path, ": tensor '", printable(t.name),
+             "' has GGML type ", t.type, ", which has no known size");
+    FF_CHECK(t.dims[0] % info->block == 0, E::kInvalidArgument, path, ": tensor '",
+             printable(t.name), "' rows of ", t.dims[0], " values are not whole ", info->name,
+             " blocks of ", info->block);
     t.bytes = gguf_tensor_bytes(t.type, static_cast<std::int64_t>(elements));
-    FF_CHECK(file.find_tensor(t.name) == nullptr, E::kInvalidArgument, path, ": tensor '", printable(t.name),
-             "' is listed twice");
+    FF_CHECK(file.find_tensor(t.name) == nullptr, E::kInvalidArgument, path, ": tensor '",
+             printable(t.name), "' is listed twice");
     file.tensors_.push_back(std::move(t));
   }
   std::int64_t alignment = 32;
@@ -268,12 +268,14 @@ GgufFile GgufFile::open(const std::string& path) {
       (r.at() + static_cast<std::uint64_t>(alignment) - 1) / alignment * alignment;
   for (GgufTensor& t : file.tensors_) {
     FF_CHECK(t.offset % static_cast<std::uint64_t>(alignment) == 0, E::kInvalidArgument, path,
-             ": tensor '", printable(t.name), "' at data offset ", t.offset, " is not aligned to ", alignment);
+             ": tensor '", printable(t.name), "' at data offset ", t.offset, " is not aligned to ",
+             alignment);
     FF_CHECK(data_start <= size && t.offset <= size - data_start &&
                  t.bytes <= size - data_start - t.offset,
-             E::kInvalidArgument, path, ": tensor '", printable(t.name), "' (", gguf_type_name(t.type), ", ",
-             t.bytes, " bytes at data offset ", t.offset, ") runs past the end of the file (", size,
-             " bytes, data from ", data_start, "): the file is truncated");
+             E::kInvalidArgument, path, ": tensor '", printable(t.name), "' (",
+             gguf_type_name(t.type), ", ", t.bytes, " bytes at data offset ", t.offset,
+             ") runs past the end of the file (", size, " bytes, data from ", data_start,
+             "): the file is truncated");
     t.offset += data_start;
   }
   return file;
@@ -300,8 +302,8 @@ const GgufValue* GgufFile::find(std::string_view key) const {
 std::optional<std::int64_t> GgufFile::get_int(std::string_view key) const {
   const GgufValue* v = find(key);
   if (v == nullptr) return std::nullopt;
-  FF_CHECK(v->kind == GgufValue::Kind::kInt, E::kInvalidArgument, path_, ": metadata '", printable(key),
-           "' is not an integer");
+  FF_CHECK(v->kind == GgufValue::Kind::kInt, E::kInvalidArgument, path_, ": metadata '",
+           printable(key), "' is not an integer");
   return v->int_value;
 }
 
@@ -316,8 +318,8 @@ std::optional<double> GgufFile::get_float(std::string_view key) const {
 std::optional<std::string> GgufFile::get_string(std::string_view key) const {
   const GgufValue* v = find(key);
   if (v == nullptr) return std::nullopt;
-  FF_CHECK(v->kind == GgufValue::Kind::kString, E::kInvalidArgument, path_, ": metadata '", printable(key),
-           "' is not a string");
+  FF_CHECK(v->kind == GgufValue::Kind::kString, E::kInvalidArgument, path_, ": metadata '",
+           printable(key), "' is not a string");
   return v->string_value;
 }
 
@@ -327,7 +329,8 @@ std::span<const std::byte> GgufFile::bytes(const GgufTensor& t) const {
 
 void GgufFile::read_f32(const GgufTensor& t, std::span<float> out) const {
   FF_CHECK(static_cast<std::int64_t>(out.size()) == t.elements(), E::kInvalidArgument, path_,
-           ": tensor '", printable(t.name), "' has ", t.elements(), " values; the output holds ", out.size());
+           ": tensor '", printable(t.name), "' has ", t.elements(), " values; the output holds ",
+           out.size());
   try {
     dequantize_to_f32(t.type, bytes(t), out);
   } catch (const Error& e) {

@@ -356,8 +356,8 @@ __global__ void __launch_bounds__(384, 1)
       hw::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        const std::uint64_t b =
-            hw::matrix_descriptor(s_v + stage * Cfg::kTileBytes + kk * 16 * 128, kBlockN * 128, 1024);
+        const std::uint64_t b = hw::matrix_descriptor(s_v + stage * Cfg::kTileBytes + kk * 16 * 128,
+                                                      kBlockN * 128, 1024);
         kernels::wgmma_rs<T>(o, pa[kk], b, 1, std::integral_constant<int, D>{});
       }
       hw::wgmma_commit();

@@ -1,0 +1,38 @@
+#pragma once
+// Communicator: the collectives tensor- and decode-context-parallel ranks run, each enqueued on
+// a stream and capturable in a CUDA graph (every pointer a rank passes is a plan buffer, fixed
+// for the engine's life). Counts are elements of `dtype`; sums are taken in the dtype's own
+// arithmetic as NCCL does. Every rank of a group calls the same collectives in the same order.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "freezeframe/core/dtype.h"
+
+namespace freezeframe {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  [[nodiscard]] virtual int rank() const = 0;
+  [[nodiscard]] virtual int world_size() const = 0;
+
+  /// recv[r · count, (r + 1) · count) = rank r's send[0, count), for every rank r.
+  virtual void all_gather(const void* send, void* recv, std::size_t count, DType dtype,
+                          cudaStream_t stream) = 0;
+  /// recv[0, count) = Σ over ranks r of r's send[rank() · count, (rank() + 1) · count): send
+  /// holds world_size() · count elements.
+  virtual void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
+                              cudaStream_t stream) = 0;
+  /// recv[0, count) = Σ over ranks of send[0, count); recv may be send.
+  virtual void all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
+                          cudaStream_t stream) = 0;
+  /// recv[r · count, (r + 1) · count) = rank r's send[rank() · count, (rank() + 1) · count):
+  /// block r of this rank's send goes to rank r.
+  virtual void all_to_all(const void* send, void* recv, std::size_t count, DType dtype,
+                          cudaStream_t stream) = 0;
+};
+
+}  // namespace freezeframe
