@@ -103,6 +103,9 @@ check(RC 2 ARGS serve-sim ${tiny} ERR "--trace FILE is required")
 check(RC 2 ARGS serve-sim ${tiny} ${trace} ERR "--trace FILE is required")
 check(RC 0 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --device-memory 2GiB
       OUT "finished 2 of 2 requests")
+# Sampling draws tokens on the GPU: not with a schedule alone.
+check(RC 2 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --sample
+      ERR "--sample draws tokens on the GPU" "usage: freezeframe serve-sim")
 # The cost model times steps that are not run; a file it cannot read is an error.
 check(RC 2 ARGS serve-sim ${tiny} --trace ${trace} --cost-model ${WORK_DIR}/bench.json
       ERR "it goes with --schedule-only")
