@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <set>
@@ -15,6 +16,7 @@
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/serving/generation_loop.h"
+#include "freezeframe/serving/stop_tokens.h"
 
 namespace freezeframe {
 namespace {
@@ -336,6 +338,22 @@ TEST(GenerationLoop, RefusesRequestsOutsideTheVocabularyNamingThem) {
   EXPECT_NE(message(g).find("non-negative max_tokens"), std::string::npos);
   g.max_tokens = 400;
   EXPECT_EQ(message(g), "accepted") << "an output past max_model_len is cut, not refused";
+}
+
+// The tiny tokenizer's EOS is </s> (2) and its ChatML end of turn <|im_end|> (4); SmolLM2's EOS
+// is <|im_end|> itself (2).
+TEST(StopTokens, GatherTheConfigsTheTokenizersAndTheChatsEnd) {
+  const std::filesystem::path fixtures =
+      std::filesystem::path(FREEZEFRAME_SOURCE_DIR) / "tests" / "fixtures" / "tokenizer";
+  const Tokenizer tiny = Tokenizer::open((fixtures / "tiny" / "tokenizer.json").string());
+  CheckpointConfig config;
+  config.eos_token_ids = {0, 2};
+  EXPECT_EQ(stop_tokens(config, tiny, false), (std::vector<std::int32_t>{0, 2}));
+  EXPECT_EQ(stop_tokens(config, tiny, true), (std::vector<std::int32_t>{0, 2, 4}));
+  config.eos_token_ids = {};
+  EXPECT_EQ(stop_tokens(config, tiny, false), (std::vector<std::int32_t>{2}));
+  const Tokenizer smollm2 = Tokenizer::open((fixtures / "smollm2" / "tokenizer.json").string());
+  EXPECT_EQ(stop_tokens(config, smollm2, true), (std::vector<std::int32_t>{2}));
 }
 
 }  // namespace
