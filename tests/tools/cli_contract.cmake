@@ -7,7 +7,7 @@
 # Usage: cmake -DFREEZEFRAME=<tool> -DSOURCE_DIR=<checkout> -DWORK_DIR=<scratch>
 #              -P cli_contract.cmake
 
-set(commands backends bench capture demo plan serve-sim tokenize)
+set(commands backends bench capture demo generate plan serve-sim tokenize)
 set(spec ${SOURCE_DIR}/configs/llama-3.1-8b.yaml)
 set(tiny ${SOURCE_DIR}/examples/tiny.yaml)
 file(MAKE_DIRECTORY ${WORK_DIR})
