@@ -1,11 +1,13 @@
 // freezeframe serve-sim SPEC.yaml --trace FILE [--schedule-only] [--time-scale X]
 //                      [--max-requests N] [--device-memory SIZE] [--backend NAME]
-//                      [--step-ms MS | --cost-model FILE]
+//                      [--step-ms MS | --cost-model FILE] [--sample]
 // Replays a request trace through the serving loop (run_serving_loop): the spec's engine runs
 // every step on the GPU, fed by continuous batching over the plan's KV blocks (admission,
 // chunked prefill, decodes, completion). With --schedule-only no GPU is used: each step is
 // taken to last --step-ms, or as long as the step cost model fitted to a `freezeframe bench
-// --json` file says (--cost-model), and the report is what the schedule decides.
+// --json` file says (--cost-model), and the report is what the schedule decides. With --sample
+// the engine draws every output token and the loop feeds it back, so a request that draws its
+// checkpoint's end-of-sequence token finishes before its trace length.
 
 #include <cstdio>
 #include <cstring>
@@ -33,7 +35,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: freezeframe serve-sim SPEC.yaml --trace FILE [--schedule-only] [--time-scale X]\n"
     "                             [--max-requests N] [--device-memory SIZE] [--backend NAME]\n"
-    "                             [--step-ms MS | --cost-model FILE]\n"
+    "                             [--step-ms MS | --cost-model FILE] [--sample]\n"
     "  --trace FILE       request trace: Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens)\n"
     "                     or Mooncake JSON Lines (timestamp, input_length, output_length, "
     "hash_ids)\n"
@@ -47,7 +49,10 @@ constexpr const char* kUsage =
     "  --cost-model FILE  with --schedule-only, time each step by the cost model fitted to\n"
     "                     this `freezeframe bench --json` file (it needs decode rows,\n"
     "                     --batches, and prefill rows, --prefill): dense time by step\n"
-    "                     tokens, plus decode and prefill attention by their work\n";
+    "                     tokens, plus decode and prefill attention by their work\n"
+    "  --sample           draw each output token on the GPU (temperature 1, a seed per request)\n"
+    "                     and feed it back; a request that draws one of the checkpoint's\n"
+    "                     end-of-sequence tokens finishes early\n";
 
 }  // namespace
 
@@ -58,7 +63,7 @@ int run_serve_sim(Args args) {
   std::optional<std::int64_t> device_bytes;
   TraceOptions trace_options;
   ServingOptions serving;
-  bool schedule_only = false, step_ms_given = false;
+  bool schedule_only = false, step_ms_given = false, sample = false;
   std::string cost_model_path;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
@@ -83,6 +88,8 @@ int run_serve_sim(Args args) {
       step_ms_given = true;
     } else if (a == "--cost-model") {
       cost_model_path = std::string(value());
+    } else if (a == "--sample") {
+      sample = true;
     } else if (a.empty() || a[0] == '-') {
       refuse(a);
     } else {
@@ -98,6 +105,9 @@ int run_serve_sim(Args args) {
   if (trace_path.empty()) throw UsageError("--trace FILE is required: the request trace to replay");
   if (!cost_model_path.empty() && !schedule_only) {
     throw UsageError("--cost-model models steps that are not run: it goes with --schedule-only");
+  }
+  if (sample && schedule_only) {
+    throw UsageError("--sample draws tokens on the GPU: it does not go with --schedule-only");
   }
   if (!cost_model_path.empty() && step_ms_given) {
     throw UsageError("--step-ms and --cost-model both time the steps: give one");
@@ -127,6 +137,11 @@ int run_serve_sim(Args args) {
              "; --schedule-only replays the trace's schedule without one");
     EngineOptions options;
     options.device_memory = device.bytes;
+    options.sample_tokens = sample;
+    if (sample) {
+      serving.sampling = {1.0f, 0, 1.0f, 0};
+      if (spec.model.checkpoint) serving.stop_token_ids = spec.model.checkpoint->eos_token_ids;
+    }
     engine = std::make_unique<Engine>(spec, options);
     FF_CHECK(engine->capture_report().failure.empty(), ErrorCode::kCudaError,
              "graph capture failed: ", engine->capture_report().failure);
@@ -178,6 +193,13 @@ int run_serve_sim(Args args) {
         "needing more KV blocks than the cache has; %zu outputs cut at max_model_len\n",
         refused, r.refused_prompt_too_long, static_cast<long long>(spec.scheduler.max_model_len),
         r.refused_cache_too_small, r.outputs_cut);
+  }
+  if (sample) {
+    std::printf("finished by a stop token %zu, by length %zu (stop tokens:", r.finished_by_stop,
+                r.finished_by_length);
+    for (const std::int32_t t : serving.stop_token_ids) std::printf(" %d", t);
+    std::printf("%s)\n",
+                serving.stop_token_ids.empty() ? " none; the spec names no checkpoint" : "");
   }
   std::printf("tokens: %ld prefill, %ld decode; %.0f tokens/s while stepping\n", r.prefill_tokens,
               r.decode_tokens, r.tokens_per_second());

@@ -27,6 +27,8 @@ constexpr Command kCommands[] = {
      freezeframe::tools::run_capture, &freezeframe::tools::kCaptureUsage},
     {"demo", "run one reference attention forward (GPU if present, else the host reference)",
      freezeframe::tools::run_demo, &freezeframe::tools::kDemoUsage},
+    {"generate", "continue a prompt with a checkpoint's model, its tokens drawn on the GPU (GPU)",
+     freezeframe::tools::run_generate, &freezeframe::tools::kGenerateUsage},
     {"inspect", "what a checkpoint holds as the engine reads it; --verify reads it all (no GPU)",
      freezeframe::tools::run_inspect, &freezeframe::tools::kInspectUsage},
     {"plan", "print the static memory plan of a spec (no GPU needed); JSON and SVG on request",

@@ -1,6 +1,8 @@
 #include "freezeframe/serving/continuous_batcher.h"
 
 #include <algorithm>
+#include <climits>
+#include <string>
 
 #include "freezeframe/core/error.h"
 
@@ -12,6 +14,14 @@ std::string_view to_string(Admission admission) {
     case Admission::kOutputCut: return "output cut at max_model_len";
     case Admission::kPromptTooLong: return "prompt longer than max_model_len";
     case Admission::kCacheTooSmall: return "sequence larger than the whole KV cache";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStop: return "stop token";
   }
   return "unknown";
 }
@@ -35,15 +45,49 @@ Admission ContinuousBatcher::add(int id, std::int32_t prompt_tokens, std::int32_
   FF_CHECK(prompt_tokens > 0 && output_tokens >= 0, ErrorCode::kInvalidArgument, "request ", id,
            ": needs a prompt and a non-negative output length, got ", prompt_tokens, " and ",
            output_tokens);
-  if (prompt_tokens > limits_.max_model_len) return Admission::kPromptTooLong;
   auto r = std::make_unique<Request>();
   r->id = id;
   r->prompt = prompt_tokens;
+  r->output = output_tokens;
+  return queue(std::move(r));
+}
+
+Admission ContinuousBatcher::add(GenerationRequest request) {
+  const int id = request.id;
+  FF_CHECK(!request.prompt.empty() && request.max_tokens >= 0, ErrorCode::kInvalidArgument,
+           "request ", id, ": needs a prompt and a non-negative max_tokens, got ",
+           request.prompt.size(), " prompt tokens and max_tokens ", request.max_tokens);
+  FF_CHECK(request.prompt.size() <= static_cast<std::size_t>(INT32_MAX),
+           ErrorCode::kInvalidArgument, "request ", id, ": a prompt of ", request.prompt.size(),
+           " tokens");
+  const std::int32_t vocab = limits_.vocab_size > 0 ? limits_.vocab_size : INT32_MAX;
+  const auto outside = [&](std::int32_t t) { return t < 0 || t >= vocab; };
+  for (const std::int32_t t : request.prompt) {
+    FF_CHECK(!outside(t), ErrorCode::kInvalidArgument, "request ", id, ": prompt token ", t,
+             " is outside the vocabulary of ", limits_.vocab_size, " tokens");
+  }
+  for (const std::int32_t t : request.stop_token_ids) {
+    FF_CHECK(!outside(t), ErrorCode::kInvalidArgument, "request ", id, ": stop token ", t,
+             " is outside the vocabulary of ", limits_.vocab_size, " tokens");
+  }
+  check_sampling(request.sampling, "request " + std::to_string(id) + ": sampling");
+  auto r = std::make_unique<Request>();
+  r->id = id;
+  r->prompt = static_cast<std::int32_t>(request.prompt.size());
+  r->output = request.max_tokens;
+  r->prompt_ids = std::move(request.prompt);
+  r->stop = std::move(request.stop_token_ids);
+  r->sampling = request.sampling;
+  r->sampled = true;
+  return queue(std::move(r));
+}
+
+Admission ContinuousBatcher::queue(std::unique_ptr<Request> r) {
+  if (r->prompt > limits_.max_model_len) return Admission::kPromptTooLong;
   // The last output token is sampled but never fed back, so it needs no cache slot.
-  const std::int64_t most_output = limits_.max_model_len - prompt_tokens + 1;
-  const Admission admission =
-      output_tokens > most_output ? Admission::kOutputCut : Admission::kQueued;
-  r->output = static_cast<std::int32_t>(std::min<std::int64_t>(output_tokens, most_output));
+  const std::int64_t most_output = limits_.max_model_len - r->prompt + 1;
+  const Admission admission = r->output > most_output ? Admission::kOutputCut : Admission::kQueued;
+  r->output = static_cast<std::int32_t>(std::min<std::int64_t>(r->output, most_output));
   const std::int32_t blocks =
       blocks_for(r->prompt + std::max(0, r->output - 1), limits_.block_size);
   // Its longest sequence must fit the whole cache; blocks are taken as it grows.
@@ -51,6 +95,19 @@ Admission ContinuousBatcher::add(int id, std::int32_t prompt_tokens, std::int32_
   r->target = r->prompt;
   waiting_.push_back(std::move(r));
   return admission;
+}
+
+std::int32_t ContinuousBatcher::derived_token(int id, std::int64_t p) const {
+  if (limits_.vocab_size <= 0) return 0;
+  return static_cast<std::int32_t>(
+      (static_cast<std::uint64_t>(static_cast<std::uint32_t>(id)) * 7919u +
+       static_cast<std::uint64_t>(p)) %
+      static_cast<std::uint64_t>(limits_.vocab_size));
+}
+
+std::int32_t ContinuousBatcher::token_at(const Request& r, std::int32_t p) const {
+  if (p >= r.prompt) return r.outputs[p - r.prompt];
+  return r.prompt_ids.empty() ? derived_token(r.id, p) : r.prompt_ids[p];
 }
 
 bool ContinuousBatcher::grow(Request& r, std::int32_t tokens) {
@@ -128,11 +185,20 @@ const StepBatch* ContinuousBatcher::schedule() {
 
   step_.requests.clear();
   step_ids_.clear();
+  step_tokens_.clear();
+  step_sampling_.clear();
+  bool sampling = false;
   for (const Request* r : step_order_) {
     const std::int32_t seq_len = r->computed + r->scheduled;
     step_.requests.push_back({r->scheduled, seq_len, r->blocks});
     step_ids_.push_back(r->id);
+    for (std::int32_t p = r->computed; p < seq_len; ++p) step_tokens_.push_back(token_at(*r, p));
+    step_sampling_.push_back(r->sampling);
+    sampling = sampling || r->sampled;
   }
+  step_.token_ids = step_tokens_;
+  step_.sampling = sampling ? std::span<const SamplingParams>(step_sampling_)
+                            : std::span<const SamplingParams>();
   return &step_;
 }
 
@@ -152,15 +218,26 @@ bool ContinuousBatcher::abort(int id) {
   return false;
 }
 
-ContinuousBatcher::StepEvents ContinuousBatcher::complete_step() {
+ContinuousBatcher::StepEvents ContinuousBatcher::complete_step(
+    std::span<const std::int32_t> sampled) {
+  FF_CHECK(sampled.empty() || sampled.size() == step_order_.size(), ErrorCode::kInvalidArgument,
+           "complete_step: ", sampled.size(), " sampled tokens for a step of ", step_order_.size(),
+           " requests");
   StepEvents events;
-  for (Request* r : step_order_) {
+  for (std::size_t i = 0; i < step_order_.size(); ++i) {
+    Request* r = step_order_[i];
     const bool was_prefill = in_prefill(*r);
     r->computed += r->scheduled;
-    // A step that ends the prefill, and every decode step, samples one output token.
+    // A step that ends the prefill, and every decode step, samples one output token: the one
+    // at position `computed`, fed back by the next step (a recompute puts it back where it
+    // was, so the outputs so far stay as they are).
     if (!was_prefill || r->computed == r->target) {
       if (r->output > 0) {
+        const std::int32_t token = sampled.empty() ? derived_token(r->id, r->computed) : sampled[i];
+        r->outputs.push_back(token);
+        r->stopped = std::find(r->stop.begin(), r->stop.end(), token) != r->stop.end();
         events.produced.push_back(r->id);
+        events.tokens.push_back(token);
         if (r->generated == 0) events.first_tokens.push_back(r->id);
       }
       ++r->generated;
@@ -171,11 +248,12 @@ ContinuousBatcher::StepEvents ContinuousBatcher::complete_step() {
   step_ids_.clear();
   step_.requests.clear();
   auto done = [&](const std::unique_ptr<Request>& r) {
-    return !in_prefill(*r) && r->generated >= r->output;
+    return !in_prefill(*r) && (r->generated >= r->output || r->stopped);
   };
   for (auto& r : running_) {
     if (done(r)) {
       events.finished.push_back(r->id);
+      events.reasons.push_back(r->stopped ? FinishReason::kStop : FinishReason::kLength);
       pool_.release(r->blocks);
     }
   }

@@ -45,13 +45,31 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
   const DeploymentGeometry geometry = DeploymentGeometry::of(spec).with_num_blocks(num_blocks);
   BlockPool pool(geometry.limits.num_blocks);
   ContinuousBatcher batcher(geometry.limits, pool);
-  const std::int32_t vocab = spec.model.vocab_size;
+  const std::int32_t vocab = std::max(1, spec.model.vocab_size);
 
   ServingReport report;
   report.requests = trace.size();
   std::vector<double> step_ms;
-  std::vector<std::int32_t> token_ids;
-  StepBatch batch;  // the scheduled step with its token ids; reused
+  // With an engine that samples, requests carry their tokens, and the drawn ones go back.
+  const bool sampling = engine != nullptr && engine->samples();
+  const auto admit = [&](std::size_t i) {
+    const TraceRequest& t = trace[i];
+    // A prompt that cannot run is refused by its length, before its tokens are made.
+    if (!sampling || t.prompt_tokens <= 0 || t.prompt_tokens > geometry.limits.max_model_len) {
+      return batcher.add(static_cast<int>(i), t.prompt_tokens, t.output_tokens);
+    }
+    GenerationRequest g;
+    g.id = static_cast<int>(i);
+    g.prompt.resize(static_cast<std::size_t>(t.prompt_tokens));
+    for (std::size_t p = 0; p < g.prompt.size(); ++p) {
+      g.prompt[p] = static_cast<std::int32_t>((i * 7919 + p) % static_cast<std::size_t>(vocab));
+    }
+    g.max_tokens = t.output_tokens;
+    g.stop_token_ids = options.stop_token_ids;
+    g.sampling = options.sampling;
+    g.sampling.seed += i;
+    return batcher.add(std::move(g));
+  };
   // Per request, on the loop's clock (s): first run, first token, finish; −1 until then.
   std::vector<double> first_run(trace.size(), -1.0), first_token(trace.size(), -1.0),
       finish(trace.size(), -1.0);
@@ -61,8 +79,7 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
   std::size_t refused = 0;
   while (report.finished + refused < trace.size()) {
     while (next < trace.size() && trace[next].arrival_s <= now) {
-      switch (batcher.add(static_cast<int>(next), trace[next].prompt_tokens,
-                          trace[next].output_tokens)) {
+      switch (admit(next)) {
         case Admission::kQueued: break;
         case Admission::kOutputCut: ++report.outputs_cut; break;
         case Admission::kPromptTooLong: ++report.refused_prompt_too_long, ++refused; break;
@@ -91,23 +108,15 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
           dispatch.mode == RuntimeMode::kEager ? tokens : dispatch.descriptor.num_tokens;
       ms = options.cost_model->step_ms(step->requests, run_tokens);
     }
+    std::span<const std::int32_t> drawn;  // empty: output tokens are derived
     if (engine != nullptr) {
-      token_ids.clear();
-      for (std::size_t i = 0; i < step->requests.size(); ++i) {
-        const StepRequest& r = step->requests[i];
-        for (std::int32_t pos = r.seq_len - r.query_len; pos < r.seq_len; ++pos) {
-          token_ids.push_back(static_cast<std::int32_t>((i * 7919 + pos) % vocab));
-        }
-      }
-      batch.requests.assign(step->requests.begin(), step->requests.end());
-      batch.slot_mapping = step->slot_mapping;
-      batch.token_ids = token_ids;
       const auto start = std::chrono::steady_clock::now();
-      const StepResult result = engine->step(batch);
+      const StepResult result = engine->step(*step);  // the batcher's token ids and parameters
       engine->synchronize();
       ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                .count();
       dispatch = {result.mode, result.descriptor};
+      drawn = result.host_token_ids;
     }
     ++report.steps_by_mode[static_cast<int>(dispatch.mode)];
     if (dispatch.mode != RuntimeMode::kEager) {
@@ -120,10 +129,13 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
       if (first_run[id] < 0) first_run[id] = now;
     }
     now += ms * 1e-3;
-    const ContinuousBatcher::StepEvents events = batcher.complete_step();
+    const ContinuousBatcher::StepEvents events = batcher.complete_step(drawn);
     for (const int id : events.produced) ++generated[id];
     for (const int id : events.first_tokens) first_token[id] = now;
     for (const int id : events.finished) finish[id] = now;
+    for (const FinishReason why : events.reasons) {
+      ++(why == FinishReason::kStop ? report.finished_by_stop : report.finished_by_length);
+    }
     report.finished += events.finished.size();
     ++report.steps;
   }

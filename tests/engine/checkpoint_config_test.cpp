@@ -278,6 +278,48 @@ TEST(CheckpointConfig, ReadsSmolLM2) {
   EXPECT_FALSE(c.dtype.has_value()) << "Q4_1";
 }
 
+// The tokens that end a generation: one id or a list in config.json; GGUF's end of sequence
+// and end of turn.
+TEST(CheckpointConfig, ReadsTheEndOfSequenceTokens) {
+  using Ids = std::vector<std::int32_t>;
+  EXPECT_EQ(read_checkpoint_config((kFixtures / "llama-3.1-8b").string()).eos_token_ids,
+            Ids{128001});
+  EXPECT_EQ(read_checkpoint_config((kFixtures / "mistral-7b-v0.1").string()).eos_token_ids, Ids{2});
+  EXPECT_EQ(read_checkpoint_config((kFixtures / "qwen2-0.5b").string()).eos_token_ids, Ids{151643});
+  const std::string listed = write_text(
+      "eos_list.json", llama_config("eos_token_id", "\"eos_token_id\": [128001, 128008, 128009],"));
+  EXPECT_EQ(read_checkpoint_config(listed).eos_token_ids, (Ids{128001, 128008, 128009}));
+  const std::string none =
+      write_text("eos_null.json", llama_config("eos_token_id", "\"eos_token_id\": null,"));
+  EXPECT_TRUE(read_checkpoint_config(none).eos_token_ids.empty());
+  const std::string outside = write_text(
+      "eos_outside.json", llama_config("eos_token_id", "\"eos_token_id\": [2, 128256],"));
+  const std::string m = refusal(outside);
+  EXPECT_NE(m.find(outside + ":8:23: eos_token_id: must be in [0, 128255], got '128256'"),
+            std::string::npos)
+      << m;
+  const std::string text =
+      write_text("eos_text.json", llama_config("eos_token_id", "\"eos_token_id\": \"2\","));
+  EXPECT_NE(refusal(text).find("eos_token_id: expected an integer, got the string '2'"),
+            std::string::npos);
+
+  const std::string gguf = small_llama_gguf()
+                               .u32("tokenizer.ggml.eos_token_id", 2)
+                               .u32("tokenizer.ggml.eot_token_id", 7)
+                               .write("eos.gguf");
+  EXPECT_EQ(read_checkpoint_config(gguf).eos_token_ids, (Ids{2, 7}));
+  const std::string same = small_llama_gguf()
+                               .u32("tokenizer.ggml.eos_token_id", 2)
+                               .u32("tokenizer.ggml.eot_token_id", 2)
+                               .write("eos_same.gguf");
+  EXPECT_EQ(read_checkpoint_config(same).eos_token_ids, Ids{2});
+  const std::string past =
+      small_llama_gguf().u32("tokenizer.ggml.eos_token_id", 1000).write("eos_past.gguf");
+  EXPECT_NE(
+      refusal(past).find(past + ": tokenizer.ggml.eos_token_id: must be in [0, 999], got 1000"),
+      std::string::npos);
+}
+
 TEST(CheckpointConfig, RefusesAnUnknownArchitectureByName) {
   const std::string json = write_text(
       "gpt2.json", "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"n_layer\": 12\n}\n");

@@ -41,15 +41,16 @@ TEST(ModelProgram, Llama31_8bHasEightBillionParameters) {
   // norms = 218,112,000; ×32, + embeddings and lm_head 2·128256·4096, + final norm 4096.
   EXPECT_EQ(program.weight_bytes(),
             2 * (32 * std::int64_t(218'112'000) + 2 * std::int64_t(128256) * 4096 + 4096));
-  // embedding, 10 ops per layer, final norm, lm_head.
-  EXPECT_EQ(program.ops.size(), 1u + 32u * 10u + 2u);
+  // embedding, 10 ops per layer, final norm, lm_head, sample.
+  EXPECT_EQ(program.ops.size(), 1u + 32u * 10u + 3u);
+  EXPECT_EQ(program.ops.back().kind, OpKind::kSample);
   EXPECT_EQ(program.ops[1].kind, OpKind::kRmsNorm);
   EXPECT_EQ(program.ops[5].kind, OpKind::kAttention);
   EXPECT_EQ(program.tensors[program.tensor_index("layers.3.qkv")].width, (32 + 2 * 8) * 128);
   const auto lifetimes = program.lifetimes();
   const int hidden = program.tensor_index("hidden");
   EXPECT_EQ(lifetimes[hidden].first_op, 0);
-  EXPECT_EQ(lifetimes[hidden].last_op, static_cast<int>(program.ops.size()) - 2)
+  EXPECT_EQ(lifetimes[hidden].last_op, static_cast<int>(program.ops.size()) - 3)
       << "the residual stream lives until the final norm";
 }
 
@@ -75,18 +76,19 @@ TEST(ModelProgram, MlaLayersUseTheirOwnProjections) {
 //                                         + act 8192·14336·2, live together at silu_and_mul;
 //                                         each layer's attention output, 8192·4096·2, lives
 //                                         from attention to o_proj and takes less)
-//   staging                   8,557,312  (token ids 8192·4 + positions 8192·8 + LM head rows
-//                                         256·4 → 1,024; the attention metadata: table shape 256
+//   staging                   8,565,504  (token ids 8192·4 + positions 8192·8 + LM head rows
+//                                         256·4 → 1,024 + sampling parameters 256·32 = 8,192;
+//                                         the attention metadata: table shape 256
 //                                         + query_start_loc 1,280 + seq_lens 1,024
 //                                         + seq_start_loc 1,280 + slot_mapping 65,536
 //                                         = 69,376; the block table once, 256·8192·4
 //                                         = 8,388,608)
-//   outputs                 131,334,144  (logits 256·128256·4)
+//   outputs                 131,335,168  (logits 256·128256·4 + sampled token ids 256·4)
 //   cublas_workspace         33,554,432
-//   fixed total          17,005,720,320
-// KV: 77,309,411,328 − 17,005,720,320 = 60,303,691,008 bytes; one block over 32 layers is
-// 32 · 2 (K, V) · 16 tokens · 8 heads · 128 · 2 bytes = 2,097,152; 60,303,691,008 / 2,097,152
-// = 28,755.08 → 28,755 blocks = 460,080 tokens; a 131,072-token sequence needs 8,192 blocks,
+//   fixed total          17,005,729,536
+// KV: 77,309,411,328 − 17,005,729,536 = 60,303,681,792 bytes; one block over 32 layers is
+// 32 · 2 (K, V) · 16 tokens · 8 heads · 128 · 2 bytes = 2,097,152; 60,303,681,792 / 2,097,152
+// = 28,755.04 → 28,755 blocks = 460,080 tokens; a 131,072-token sequence needs 8,192 blocks,
 // so 3 fit at once. (A buffer per layer for the attention outputs, 2 GiB, would cost 1,024
 // blocks: 16,384 tokens; metadata per backend with the block table twice, 8 MiB more, 4.)
 TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
@@ -96,8 +98,8 @@ TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
   EXPECT_EQ(plan.region("weights").bytes, 16'060'522'496);
   EXPECT_EQ(plan.region("activations").bytes, 771'751'936);
   EXPECT_EQ(plan.activations.lower_bound_bytes, 771'751'936);
-  EXPECT_EQ(plan.region("staging").bytes, 8'557'312);
-  EXPECT_EQ(plan.region("outputs").bytes, 131'334'144);
+  EXPECT_EQ(plan.region("staging").bytes, 8'565'504);
+  EXPECT_EQ(plan.region("outputs").bytes, 131'335'168);
   EXPECT_EQ(plan.find("attention_outputs"), nullptr) << "attention outputs are activations";
   int attention_outputs = 0;
   for (const Placement& p : plan.region("activations").placements) {
@@ -110,13 +112,13 @@ TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
   EXPECT_EQ(attention_outputs, 32);
   std::vector<std::string> slices;
   for (const Placement& p : plan.region("staging").placements) slices.push_back(p.name);
-  EXPECT_EQ(slices, (std::vector<std::string>{"token_ids", "positions", "lm_head_rows", "metadata",
-                                              "block_table"}))
+  EXPECT_EQ(slices, (std::vector<std::string>{"token_ids", "positions", "lm_head_rows",
+                                              "sampling_params", "metadata", "block_table"}))
       << "one staged image; the reference backend plans nothing of its own";
   EXPECT_EQ(plan.find("split_kv_workspace"), nullptr) << "split-KV decode uses attention_workspace";
   EXPECT_EQ(plan.region("cublas_workspace").bytes, 33'554'432);
   EXPECT_EQ(plan.find("attention_workspace"), nullptr) << "the reference impl needs none";
-  EXPECT_EQ(plan.region("kv_cache").offset, 17'005'720'320);
+  EXPECT_EQ(plan.region("kv_cache").offset, 17'005'729'536);
   EXPECT_EQ(plan.kv_cache.bytes_per_block, 2'097'152);
   EXPECT_EQ(plan.kv_cache.num_blocks, 28'755);
   EXPECT_EQ(plan.kv_cache.tokens_per_rank, 460'080);
@@ -223,9 +225,9 @@ TEST(MemoryPlanner, ABudgetWithoutRoomForOneSequenceSaysWhatIsMissing) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("llama-3.1-8b.yaml:21:18: cache.memory_budget"), std::string::npos) << msg;
     EXPECT_NE(msg.find("131072 tokens = 8192 blocks"), std::string::npos) << msg;
-    // needed: 17,005,720,320 + 8192 · 2 MiB = 34,185,589,504; budget 0.9 · 24 GiB
-    // = 23,192,823,398 → 10,992,766,106 missing.
-    EXPECT_NE(msg.find("10992766106 bytes"), std::string::npos) << msg;
+    // needed: 17,005,729,536 + 8192 · 2 MiB = 34,185,598,720; budget 0.9 · 24 GiB
+    // = 23,192,823,398 → 10,992,775,322 missing.
+    EXPECT_NE(msg.find("10992775322 bytes"), std::string::npos) << msg;
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/plan/memory_planner.h"
+#include "freezeframe/engine/spec/checkpoint_spec.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "support/scratch_files.h"
 #include "support/smollm2.h"
@@ -304,6 +305,52 @@ TEST(SpecCheckpoint, AHeadSizeTheBackendRefusesPointsAtTheCheckpointLine) {
                                "cannot run head size 32"),
             std::string::npos)
       << m;
+}
+
+// A spec made for a checkpoint (freezeframe generate): the checkpoint's model on its own
+// weights, the scheduler and cache as asked, and a checkpoint that cannot be read refused at
+// model.checkpoint.
+TEST(SpecForCheckpoint, RunsTheCheckpointsWeights) {
+  const std::string folder =
+      (kSource / "tests" / "fixtures" / "checkpoints" / "weights" / "llama").string();
+  CheckpointSpecOptions options;
+  options.max_model_len = 100;
+  options.max_num_seqs = 1;
+  options.max_num_batched_tokens = 256;
+  options.backend = "reference";
+  options.memory_budget = "512MiB";
+  const EngineSpec spec = spec_for_checkpoint(folder, options);
+  EXPECT_FALSE(spec.model.builtin_weights);
+  ASSERT_TRUE(spec.model.checkpoint);
+  EXPECT_EQ(spec.model.checkpoint->config_file, (fs::path(folder) / "config.json").string());
+  EXPECT_EQ(spec.scheduler.max_model_len, 100);
+  EXPECT_EQ(spec.scheduler.max_num_seqs, 1);
+  EXPECT_EQ(spec.scheduler.max_num_batched_tokens, 256);
+  EXPECT_EQ(spec.model.layers[0].backend, "reference");
+  EXPECT_EQ(spec.cuda_graphs.mode, CudaGraphMode::kFullAndPiecewise);
+  const MemoryPlan plan = plan_memory(spec, kDevice);
+  EXPECT_EQ(plan.capacity_bytes(), std::int64_t(512) << 20);
+  EXPECT_NE(plan.find("weights"), nullptr) << "the checkpoint's weights are planned";
+  // By default the context is the checkpoint's, and the backend the split-KV decode one where
+  // it runs the head size (this tiny Llama's 32 it does not).
+  const EngineSpec whole = spec_for_checkpoint(folder);
+  EXPECT_EQ(whole.scheduler.max_model_len, whole.model.checkpoint->max_position_embeddings);
+  EXPECT_EQ(whole.model.layers[0].backend, "reference");
+  const EngineSpec llama31 = spec_for_checkpoint(config_json("llama-3.1-8b"));
+  EXPECT_EQ(llama31.model.layers[0].backend, "paged_decode");
+  EXPECT_TRUE(llama31.model.checkpoint->rope_scaling.has_value())
+      << "the spec is made; the engine refuses its weights (RoPE scaling) when built";
+
+  try {
+    (void)spec_for_checkpoint("no/such/model.gguf");
+    ADD_FAILURE() << "a missing checkpoint was accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("model.checkpoint"), std::string::npos) << m;
+    EXPECT_NE(m.find("model.gguf"), std::string::npos) << m;
+  }
+  // Paths with quotes and backslashes survive the spec's text.
+  EXPECT_NE(checkpoint_spec_text("/a \"b\"\\c").find(R"("/a \"b\"\\c")"), std::string::npos);
 }
 
 }  // namespace

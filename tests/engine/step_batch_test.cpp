@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/runtime/step_batch.h"
 
@@ -100,6 +102,33 @@ TEST(StepBatch, GivenSlotMappingMustMatchTheBlockTables) {
                 "slot_mapping[5] = 8 but request 2's block table puts position 23 in slot 7"),
             std::string::npos)
       << message_of(b);
+}
+
+TEST(StepBatch, SamplingParametersAreOnePerRequestAndInRange) {
+  Fixture f;
+  StepBatch b = f.batch();
+  std::vector<SamplingParams> params(3, SamplingParams{0.8f, 40, 0.95f, 7});
+  b.sampling = params;
+  EXPECT_NO_THROW((void)validate_step(b, limits()));
+  const std::vector<SamplingParams> two(2);
+  b.sampling = two;
+  EXPECT_NE(message_of(b).find("sampling has 2 entries for 3 requests"), std::string::npos)
+      << message_of(b);
+  b.sampling = params;
+  params[1].temperature = -0.5f;
+  EXPECT_NE(message_of(b).find("request 1: sampling.temperature: -0.5"), std::string::npos)
+      << message_of(b);
+  params[1] = {};
+  params[2].top_k = -1;
+  EXPECT_NE(message_of(b).find("request 2: sampling.top_k: -1 is negative"), std::string::npos)
+      << message_of(b);
+  params[2] = {};
+  params[0].top_p = 1.25f;
+  EXPECT_NE(message_of(b).find("request 0: sampling.top_p: 1.25 is not in (0, 1]"),
+            std::string::npos)
+      << message_of(b);
+  params[0].top_p = std::nanf("");
+  EXPECT_NE(message_of(b).find("request 0: sampling.top_p"), std::string::npos) << message_of(b);
 }
 
 TEST(StepBatch, MetadataIsPaddedWithEmptyRequestsAndSkippedSlots) {

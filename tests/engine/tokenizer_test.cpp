@@ -146,6 +146,24 @@ TEST(Tokenizer, GgufAndJsonOfOneVocabularyAgree) {
   EXPECT_EQ(std::vector<TokenId>(wrapped.begin() + 1, wrapped.end() - 1), json.encode("hi"));
 }
 
+// A checkpoint's tokenizer: a GGUF file's own; beside a config.json, its folder's
+// tokenizer.json, whichever file of the folder, or the folder itself, names the checkpoint.
+TEST(Tokenizer, OfACheckpointIsFoundWhereCheckpointsKeepIt) {
+  const std::vector<TokenId> want = Tokenizer::open(json_of("tiny")).encode("Hello world 42");
+  const std::filesystem::path folder = tokenizer_fixtures() / "tiny";
+  for (const std::filesystem::path& path :
+       {tokenizer_fixtures() / "tiny.gguf", folder, folder / "tokenizer_config.json",
+        folder / "tokenizer.json"}) {
+    EXPECT_EQ(Tokenizer::of_checkpoint(path.string()).encode("Hello world 42"), want) << path;
+  }
+  try {
+    (void)Tokenizer::of_checkpoint((tokenizer_fixtures() / "no_such_model").string());
+    ADD_FAILURE() << "a missing checkpoint has a tokenizer";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("no_such_model"), std::string::npos) << e.message();
+  }
+}
+
 TEST(Tokenizer, SpecialTokensAreMatchedWholeInText) {
   const Tokenizer tok = Tokenizer::from_json(json_of("smollm2"));
   const TokenId start = *tok.find("<|im_start|>");

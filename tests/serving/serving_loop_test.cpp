@@ -39,6 +39,8 @@ TEST(ServingLoop, ReportsQueueingTimeToFirstTokenAndTimePerOutputToken) {
   const ServingReport r =
       run_serving_loop(spec, 1000, dispatcher, trace, nullptr, {.modelled_step_ms = 10.0});
   ASSERT_EQ(r.finished, 2u);
+  EXPECT_EQ(r.finished_by_length, 2u) << "nothing is drawn without an engine";
+  EXPECT_EQ(r.finished_by_stop, 0u);
   EXPECT_EQ(r.steps, 4);
   ASSERT_EQ(r.queue_ms.samples, 2u);
   // Nearest rank, rounding half up: the p50 of two samples is the larger.

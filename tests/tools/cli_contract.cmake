@@ -8,7 +8,7 @@
 # Usage: cmake -DFREEZEFRAME=<tool> -DSOURCE_DIR=<checkout> -DWORK_DIR=<scratch>
 #              -P cli_contract.cmake
 
-set(commands backends bench capture demo inspect plan serve-sim tokenize)
+set(commands backends bench capture demo generate inspect plan serve-sim tokenize)
 set(spec ${SOURCE_DIR}/configs/llama-3.1-8b.yaml)
 set(tiny ${SOURCE_DIR}/examples/tiny.yaml)
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -104,6 +104,9 @@ check(RC 2 ARGS serve-sim ${tiny} ERR "--trace FILE is required")
 check(RC 2 ARGS serve-sim ${tiny} ${trace} ERR "--trace FILE is required")
 check(RC 0 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --device-memory 2GiB
       OUT "finished 2 of 2 requests")
+# Sampling draws tokens on the GPU: not with a schedule alone.
+check(RC 2 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --sample
+      ERR "--sample draws tokens on the GPU" "usage: freezeframe serve-sim")
 # The cost model times steps that are not run; a file it cannot read is an error.
 check(RC 2 ARGS serve-sim ${tiny} --trace ${trace} --cost-model ${WORK_DIR}/bench.json
       ERR "it goes with --schedule-only")

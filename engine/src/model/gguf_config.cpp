@@ -3,6 +3,7 @@
 // tokenizer's token list, and from the tensors it holds whether the LM head is tied (no
 // output.weight) and whether RoPE frequencies have factors (rope_freqs.weight).
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <string>
@@ -210,6 +211,17 @@ void read_gguf_config(const std::string& path, CheckpointConfig& c,
     g.origin("sliding_window", p + "attention.sliding_window");
   }
   if (auto v = g.integer("general.file_type", false, 0)) c.dtype = file_type_dtype(*v);
+  // The end of a generation: end of sequence, and llama.cpp's end of turn where it differs.
+  const std::int64_t last_token = c.vocab_size > 0 ? c.vocab_size - 1 : kMaxSize;
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
+    if (auto id = g.integer(key, false, 0, last_token)) {
+      const auto token = static_cast<std::int32_t>(*id);
+      if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), token) ==
+          c.eos_token_ids.end()) {
+        c.eos_token_ids.push_back(token);
+      }
+    }
+  }
 
   c.tie_word_embeddings = file.find_tensor("output.weight") == nullptr;
   c.origins["tie_word_embeddings"] =

@@ -72,6 +72,12 @@ class JsonFields {
       if (required) missing(map, field);
       return std::nullopt;
     }
+    return integer_value(node, field, min, max);
+  }
+
+  /// The integer `node` holds, in [min, max].
+  std::optional<std::int64_t> integer_value(const YAML::Node& node, std::string_view field,
+                                            std::int64_t min, std::int64_t max) {
     std::int64_t value = 0;
     const std::string& text = node.Scalar();
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -242,6 +248,24 @@ void read_sliding_window(JsonFields& j, const YAML::Node& root, CheckpointConfig
   if (first >= c.num_layers) c.sliding_windows.clear();
 }
 
+/// eos_token_id: one id or a list of them (Llama 3.1 Instruct ends at any of three), each a
+/// token of the vocabulary.
+void read_eos(JsonFields& j, const YAML::Node& root, CheckpointConfig& c) {
+  const YAML::Node node = JsonFields::get(root, "eos_token_id");
+  if (!node.IsDefined()) return;
+  const std::int64_t last = c.vocab_size > 0 ? c.vocab_size - 1 : kMaxSize;
+  const auto take = [&](const YAML::Node& id) {
+    if (auto v = j.integer_value(id, "eos_token_id", 0, last)) {
+      c.eos_token_ids.push_back(static_cast<std::int32_t>(*v));
+    }
+  };
+  if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i) take(node[i]);
+  } else {
+    take(node);
+  }
+}
+
 }  // namespace
 
 void read_hf_config(const std::string& file, CheckpointConfig& c,
@@ -358,6 +382,7 @@ void read_hf_config(const std::string& file, CheckpointConfig& c,
     }
   }
   read_sliding_window(j, root, c);
+  read_eos(j, root, c);
 }
 
 }  // namespace freezeframe::checkpoint_detail

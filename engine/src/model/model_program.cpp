@@ -24,6 +24,7 @@ std::string_view to_string(OpKind kind) {
     case OpKind::kMlaAttention: return "mla_attention";
     case OpKind::kFinalNorm: return "final_norm";
     case OpKind::kLmHead: return "lm_head";
+    case OpKind::kSample: return "sample";
   }
   return "unknown";
 }
@@ -162,6 +163,13 @@ ModelProgram ProgramBuilder::build() {
                             Rows::kSequences));
   }
   op(OpKind::kLmHead, -1, {normed}, lm_writes, {lm_head});
+  // Each sequence's sampling parameters (32 bytes: the sampler kernel's SampleRow) and the
+  // token drawn for it.
+  const int sampling =
+      tensor("sampling_params", 4, -1, TensorHome::kInput, DType::kI64, Rows::kSequences);
+  const int sampled =
+      tensor("sampled_token_ids", 1, -1, TensorHome::kOutput, DType::kI32, Rows::kSequences);
+  op(OpKind::kSample, -1, {logits, sampling}, {sampled});
   return std::move(p_);
 }
 

@@ -9,6 +9,7 @@
 #include "freezeframe/core/nvtx.h"
 #include "freezeframe/engine/model/layer_params.h"
 #include "model/model_kernels.h"
+#include "model/sampler_kernel.h"
 
 namespace freezeframe {
 
@@ -27,7 +28,8 @@ struct ModelRunner::Layer {
 
 ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geometry,
                          const ModelProgram& program, const PlanViews& views, const Arena& arena,
-                         std::vector<int> backend_of_layer, std::vector<UserPiece> user_pieces)
+                         std::vector<int> backend_of_layer, std::vector<UserPiece> user_pieces,
+                         bool sample_tokens)
     : spec_(spec),
       program_(program),
       views_(views),
@@ -49,6 +51,7 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
   }
   for (int i = 0; i < static_cast<int>(program.ops.size()); ++i) {
     const int layer = program.ops[i].layer;
+    if (program.ops[i].kind == OpKind::kSample && !sample_tokens) continue;
     ops_.push_back({i, -1, layer});
     const bool last_of_layer = layer >= 0 && (i + 1 == static_cast<int>(program.ops.size()) ||
                                               program.ops[i + 1].layer != layer);
@@ -93,6 +96,10 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
 
   const MemoryRegion& cublas = arena.plan().region("cublas_workspace");
   gemm_ = std::make_unique<Gemm>(arena.view("cublas_workspace", DType::kU8, {cublas.bytes}));
+  if (sample_tokens) {
+    host_tokens_ =
+        PinnedBuffer(sizeof(std::int32_t) * static_cast<std::size_t>(spec.scheduler.max_num_seqs));
+  }
 }
 
 ModelRunner::~ModelRunner() = default;
@@ -276,6 +283,17 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
       linear(rows_of(op.reads[0], shape.reqs), op.weights, rows_of(op.writes[0], shape.reqs),
              shape.reqs, 0.0f, stream);
       return;
+    case OpKind::kSample: {
+      // The draw reads its parameters from the staged image, and the tokens go on to pinned
+      // host memory in the same run, so a replay needs no copy call of its own.
+      auto* ids = views_.tensors[op.writes[0]].data_as<std::int32_t>();
+      model_kernels::sample(views_.tensors[op.reads[0]],
+                            views_.tensors[op.reads[1]].data_as<const SampleRow>(), shape.reqs, ids,
+                            stream);
+      FF_CUDA_CHECK(cudaMemcpyAsync(host_tokens_.data(), ids, sizeof(std::int32_t) * shape.reqs,
+                                    cudaMemcpyDeviceToHost, stream));
+      return;
+    }
   }
   FF_THROW(E::kInternal, "no implementation of op ", to_string(op.kind));
 }

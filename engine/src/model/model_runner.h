@@ -20,6 +20,7 @@
 #include "freezeframe/backends/attention_impl.h"
 #include "freezeframe/backends/attention_layer.h"
 #include "freezeframe/backends/attention_metadata.h"
+#include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/engine/model/model_program.h"
 #include "freezeframe/engine/plan/plan_views.h"
 #include "freezeframe/engine/runtime/engine.h"
@@ -39,10 +40,11 @@ struct RunShape {
 class ModelRunner {
  public:
   /// `backend_of_layer[l]`: which of the metadata pointers run() gets (one per backend) layer
-  /// l's attention reads.
+  /// l's attention reads. Without `sample_tokens` the program's sample op is left out.
   ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geometry,
               const ModelProgram& program, const PlanViews& views, const Arena& arena,
-              std::vector<int> backend_of_layer, std::vector<UserPiece> user_pieces);
+              std::vector<int> backend_of_layer, std::vector<UserPiece> user_pieces,
+              bool sample_tokens);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -58,6 +60,12 @@ class ModelRunner {
   /// Fills every weight with deterministic random values (scaled by fan-in; biases zero) on
   /// `stream`.
   void init_weights(std::uint64_t seed, cudaStream_t stream);
+
+  /// The tokens the last run's sample op drew, copied to pinned host memory by the same run
+  /// (the first `reqs`): valid once the stream has run it.
+  [[nodiscard]] std::span<const std::int32_t> host_token_ids(int reqs) const {
+    return {static_cast<const std::int32_t*>(host_tokens_.data()), static_cast<std::size_t>(reqs)};
+  }
 
   /// Enqueues ops [begin, end) for `shape`. `metadata[b]` is the device metadata of backend b
   /// for this step. Attention ops are wrapped in NVTX ranges when `ranges` is set (they are
@@ -93,6 +101,7 @@ class ModelRunner {
   std::vector<int> backend_of_layer_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::unique_ptr<Gemm> gemm_;
+  PinnedBuffer host_tokens_;  // the sample op's tokens, max_num_seqs of them
   int token_ids_ = -1, positions_ = -1, hidden_ = -1;
 };
 

@@ -1,6 +1,7 @@
 #include "freezeframe/engine/model/tokenizer.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -121,6 +122,24 @@ Tokenizer Tokenizer::open(const std::string& path) {
     return from_gguf(GgufFile::open(path));
   }
   return from_json(path);
+}
+
+Tokenizer Tokenizer::of_checkpoint(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return from_json((fs::path(path) / "tokenizer.json").string());
+  const fs::path file(path);
+  // A config.json (or another file of the folder that is not a GGUF) has the tokenizer.json
+  // beside it.
+  char magic[4] = {};
+  std::ifstream in(path, std::ios::binary);
+  FF_CHECK(in.good(), E::kNotFound, "cannot open checkpoint ", quote(path));
+  in.read(magic, 4);
+  if (in.gcount() == 4 && std::memcmp(magic, "GGUF", 4) == 0) {
+    return from_gguf(GgufFile::open(path));
+  }
+  if (file.filename() == "tokenizer.json") return from_json(path);
+  return from_json((file.parent_path() / "tokenizer.json").string());
 }
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special) const {

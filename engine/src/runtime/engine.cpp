@@ -94,10 +94,11 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
            " bytes; the plan's staging region holds ", s.plan.region("staging").bytes);
   s.stager = std::make_unique<StepStager>(std::move(layout), s.arena.data("staging"), s.geometry,
                                           std::move(backends));
-  s.runner =
-      std::make_unique<ModelRunner>(s.spec, s.geometry, s.program, s.views, s.arena,
-                                    std::move(backend_of_layer), std::move(s.options.user_pieces));
+  s.runner = std::make_unique<ModelRunner>(
+      s.spec, s.geometry, s.program, s.views, s.arena, std::move(backend_of_layer),
+      std::move(s.options.user_pieces), s.options.sample_tokens);
   s.logits = s.program.tensor_index("logits");
+  s.sampled = s.program.tensor_index("sampled_token_ids");
 
   if (checkpoint) {
     upload_weights(*checkpoint, checkpoint_tensors, s.views.weights, s.options.weight_staging_bytes,
@@ -157,6 +158,9 @@ StepResult Engine::step(const StepBatch& batch, const StepOptions& options) {
   const auto t0 = Clock::now();
   // Block ids are checked where the stager writes them (the rows that changed).
   const StepShape shape = validate_step(batch, s.limits, /*check_block_ids=*/false);
+  FF_CHECK(batch.sampling.empty() || s.options.sample_tokens, E::kInvalidArgument,
+           "the step carries sampling parameters but the engine does not sample "
+           "(EngineOptions::sample_tokens is false)");
   char name[64];
   std::snprintf(name, sizeof name, "step[tokens=%d,reqs=%d]", shape.num_tokens, shape.num_reqs);
   const NvtxRange range(name);
@@ -190,6 +194,12 @@ StepResult Engine::step(const StepBatch& batch, const StepOptions& options) {
   const TensorView& logits = s.views.tensors[s.logits];
   const std::int64_t logits_shape[] = {shape.num_reqs, logits.size(1)};
   result.logits = TensorView(logits.data(), logits.dtype(), logits_shape, logits.device());
+  if (s.options.sample_tokens) {
+    const TensorView& sampled = s.views.tensors[s.sampled];
+    const std::int64_t sampled_shape[] = {shape.num_reqs};
+    result.token_ids = TensorView(sampled.data(), sampled.dtype(), sampled_shape, sampled.device());
+    result.host_token_ids = s.runner->host_token_ids(shape.num_reqs);
+  }
   result.mode = options.eager_like_graph ? RuntimeMode::kEager : dispatch.mode;
   result.descriptor = dispatch.descriptor;
   using Us = std::chrono::duration<double, std::micro>;
@@ -225,6 +235,7 @@ void Engine::synchronize() const {
   state_->stager->uploads_done();
 }
 const EngineSpec& Engine::spec() const { return state_->spec; }
+bool Engine::samples() const { return state_->options.sample_tokens; }
 const MemoryPlan& Engine::plan() const { return state_->plan; }
 const CaptureReport& Engine::capture_report() const { return state_->report; }
 const Dispatcher& Engine::dispatcher() const { return state_->dispatcher; }

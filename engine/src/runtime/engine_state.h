@@ -66,7 +66,8 @@ struct Engine::State {
   // The one staged image of a step and its upload (a kernel first in the step's work, so a
   // graph holds it and a replay costs the host one launch).
   std::unique_ptr<StepStager> stager;
-  int logits = -1;  // program tensor index
+  int logits = -1;  // program tensor indices
+  int sampled = -1;
 
   State(EngineSpec s, EngineOptions o, std::int64_t device_memory)
       : spec(std::move(s)),

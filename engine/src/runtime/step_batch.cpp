@@ -1,7 +1,9 @@
 #include "freezeframe/engine/runtime/step_batch.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cstdint>
+#include <string>
 
 #include "freezeframe/core/block_size.h"
 #include "freezeframe/core/error.h"
@@ -90,6 +92,17 @@ StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
       FF_CHECK(batch.token_ids[t] >= 0 && batch.token_ids[t] < vocab, E::kInvalidArgument,
                "token_ids[", t, "] = ", batch.token_ids[t], " is outside the vocabulary of ",
                limits.vocab_size, " tokens");
+    }
+  }
+  if (!batch.sampling.empty()) {
+    FF_CHECK(static_cast<int>(batch.sampling.size()) == num_reqs, E::kInvalidArgument,
+             "sampling has ", batch.sampling.size(), " entries for ", num_reqs, " requests");
+    // A cheap pass every step; the message (which allocates) only for a refusal.
+    for (int i = 0; i < num_reqs; ++i) {
+      const SamplingParams& p = batch.sampling[i];
+      const bool fine = p.temperature >= 0.0f && p.temperature <= FLT_MAX && p.top_k >= 0 &&
+                        p.top_p > 0.0f && p.top_p <= 1.0f;
+      if (!fine) check_sampling(p, "request " + std::to_string(i) + ": sampling");
     }
   }
   shape.uniform_decode = shape.num_decodes == num_reqs;

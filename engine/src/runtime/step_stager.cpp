@@ -6,6 +6,7 @@
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/core/nvtx.h"
+#include "model/sampler_kernel.h"
 
 namespace freezeframe {
 
@@ -23,6 +24,7 @@ StepStager::StepStager(StagingLayout layout, std::byte* device, const Deployment
   token_ids_ = layout_.slice("token_ids").offset;
   positions_ = layout_.slice("positions").offset;
   lm_head_rows_ = layout_.slice("lm_head_rows").offset;
+  sampling_ = layout_.slice("sampling_params").offset;
   metadata_offset_ = layout_.slice("metadata").offset;
   const StagingSlice& table = layout_.slice("block_table");
   upload_.set_length(layout_.head_bytes);
@@ -69,6 +71,17 @@ void StepStager::stage(const StepBatch& batch, const StepShape& shape, int rows,
   auto* lm_rows = reinterpret_cast<std::int32_t*>(image + lm_head_rows_);
   const std::span<const std::int32_t> qsl = common.query_start_loc;
   for (int r = 0; r < reqs; ++r) lm_rows[r] = r < shape.num_reqs ? qsl[r + 1] - 1 : -1;
+  // Sampling: the token drawn goes to position seq_len, which keys its random draw; padded
+  // requests are inactive. Written whether or not the engine samples (32 bytes a request).
+  auto* sampling = reinterpret_cast<SampleRow*>(image + sampling_);
+  for (int r = 0; r < reqs; ++r) {
+    SampleRow row;
+    if (r < shape.num_reqs) {
+      const SamplingParams p = batch.sampling.empty() ? SamplingParams{} : batch.sampling[r];
+      row = {p.temperature, p.top_k, p.top_p, 1, p.seed, batch.requests[r].seq_len};
+    }
+    sampling[r] = row;
+  }
 
   // The attention metadata every backend reads, and each backend's own plan.
   const AttentionMetadata view =

@@ -1,6 +1,7 @@
 #pragma once
 // StepStager: puts a validated step into the one staged image (StagingLayout) and enqueues its
-// upload. It writes the program's inputs (token ids, positions, the LM head's rows), the
+// upload. It writes the program's inputs (token ids, positions, the LM head's rows, each
+// request's sampling parameters and the position its token will take), the
 // common attention metadata (checking the block ids of the table rows it writes against the
 // pool) and each backend's plan slice (AttentionBackend::plan); one HostCopy kernel copies the
 // image's head and spreads the block table, and an event right after it tells the host when
@@ -57,7 +58,8 @@ class StepStager {
   StepMetadata step_metadata_;  // reused every step
   std::vector<AttentionMetadata> metadata_;
   std::vector<const AttentionMetadata*> pointers_;
-  std::size_t token_ids_ = 0, positions_ = 0, lm_head_rows_ = 0, metadata_offset_ = 0;
+  std::size_t token_ids_ = 0, positions_ = 0, lm_head_rows_ = 0, sampling_ = 0,
+              metadata_offset_ = 0;
 };
 
 }  // namespace freezeframe

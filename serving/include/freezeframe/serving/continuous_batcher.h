@@ -8,6 +8,12 @@
 // the pool runs out, the latest admitted request not in the step gives its blocks back and
 // waits, first in line, to be recomputed (its prompt and outputs so far prefilled again), as
 // vLLM preempts; abort() ends a request at any time.
+//
+// The batcher holds each request's tokens: its prompt, and every output token as the step that
+// drew it reports it (complete_step(sampled)), fed back as the next step's input. A request
+// finishes when it draws one of its stop tokens or reaches its output length. A request added
+// by lengths only has position-derived prompt tokens (a trace has no text), and output tokens
+// of the same kind unless drawn ones are reported.
 
 #include <cstdint>
 #include <deque>
@@ -16,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "freezeframe/engine/model/sampler.h"
 #include "freezeframe/engine/runtime/step_batch.h"
 #include "freezeframe/memory/block_pool.h"
 
@@ -30,6 +37,22 @@ enum class Admission {
 };
 [[nodiscard]] std::string_view to_string(Admission admission);
 
+/// A request with its tokens: what a serving loop over an engine that samples runs.
+struct GenerationRequest {
+  int id = 0;
+  std::vector<std::int32_t> prompt;          ///< the prompt's token ids (at least one)
+  std::int32_t max_tokens = 0;               ///< output tokens at most, a stop token included
+  std::vector<std::int32_t> stop_token_ids;  ///< drawing one of these finishes the request
+  SamplingParams sampling;                   ///< how its tokens are drawn
+};
+
+/// Why a request finished.
+enum class FinishReason {
+  kLength,  ///< it produced its output length (max_tokens, or the cut at max_model_len)
+  kStop,    ///< it drew one of its stop tokens (which is its last output token)
+};
+[[nodiscard]] std::string_view to_string(FinishReason reason);
+
 class ContinuousBatcher {
  public:
   /// Schedules within `limits` (scheduler.max_num_seqs, max_num_batched_tokens, max_model_len,
@@ -40,21 +63,34 @@ class ContinuousBatcher {
   /// max_model_len, or a sequence larger than the whole cache); an output that would run past
   /// max_model_len is cut there, as a server stops such a request by length. Nothing is
   /// clamped silently: the return value says which. An output of 0 finishes at prefill.
+  /// Its prompt's tokens are derived from its id and their positions.
   Admission add(int id, std::int32_t prompt_tokens, std::int32_t output_tokens);
+  /// The same for a request with its tokens, stop tokens and sampling parameters. Throws
+  /// kInvalidArgument naming the request for an empty prompt, a negative max_tokens, or a
+  /// prompt or stop token outside the vocabulary (DeploymentLimits::vocab_size, when known).
+  Admission add(GenerationRequest request);
 
-  /// The next step, or nullptr when no request can run. Valid until complete_step().
+  /// The next step, or nullptr when no request can run. Valid until complete_step(). It holds
+  /// the token id of every new token and, when one of its requests was added with sampling
+  /// parameters (GenerationRequest), each request's parameters (the others' greedy).
   [[nodiscard]] const StepBatch* schedule();
   /// The ids of the scheduled step's requests, in the step's order.
   [[nodiscard]] std::span<const int> scheduled_ids() const { return step_ids_; }
 
   /// What a completed step did to its requests.
   struct StepEvents {
-    std::vector<int> produced;      ///< produced an output token this step
-    std::vector<int> first_tokens;  ///< ... their first one (the prompt is done)
-    std::vector<int> finished;      ///< finished: their blocks are back in the pool
+    std::vector<int> produced;          ///< produced an output token this step
+    std::vector<std::int32_t> tokens;   ///< ... that token, one per produced request, in order
+    std::vector<int> first_tokens;      ///< ... their first one (the prompt is done)
+    std::vector<int> finished;          ///< finished: their blocks are back in the pool
+    std::vector<FinishReason> reasons;  ///< ... why, one per finished request, in order
   };
-  /// Records that the scheduled step ran.
-  StepEvents complete_step();
+  /// Records that the scheduled step ran. `sampled`: the token drawn for each of its requests,
+  /// in its order (the engine's StepResult::host_token_ids); a request whose prefill the step
+  /// did not end drew nothing, and its entry is ignored. Empty: output tokens derived from
+  /// the request and position, and no stop token ever drawn. Throws kInvalidArgument (recording
+  /// nothing) for a count other than the step's requests.
+  StepEvents complete_step(std::span<const std::int32_t> sampled = {});
 
   /// Ends request `id` now, waiting or running, and gives its blocks back; false when it is
   /// not known (finished, refused, never added). Not between schedule() and complete_step().
@@ -73,8 +109,19 @@ class ContinuousBatcher {
     std::int32_t computed = 0;   // tokens whose K/V are in the cache
     std::int32_t generated = 0;  // output tokens produced
     std::vector<std::int32_t> blocks;
-    std::int32_t scheduled = 0;  // new tokens in the current step
+    std::int32_t scheduled = 0;            // new tokens in the current step
+    std::vector<std::int32_t> prompt_ids;  // empty: derived from the id and position
+    std::vector<std::int32_t> outputs;     // every output token so far
+    std::vector<std::int32_t> stop;
+    SamplingParams sampling;
+    bool sampled = false;  // added with sampling parameters
+    bool stopped = false;  // drew a stop token
   };
+  [[nodiscard]] Admission queue(std::unique_ptr<Request> r);
+  /// The token at position `p` of `r`'s sequence (a prompt token or an output so far).
+  [[nodiscard]] std::int32_t token_at(const Request& r, std::int32_t p) const;
+  /// The token of request `id` at position `p` when it has none of its own.
+  [[nodiscard]] std::int32_t derived_token(int id, std::int64_t p) const;
   [[nodiscard]] bool in_prefill(const Request& r) const { return r.computed < r.target; }
   /// Takes the blocks `r` needs for `tokens` more, preempting others; false when it cannot.
   bool grow(Request& r, std::int32_t tokens);
@@ -86,6 +133,8 @@ class ContinuousBatcher {
   std::vector<std::unique_ptr<Request>> running_;  // admission order
   std::vector<Request*> step_order_;
   std::vector<int> step_ids_;
+  std::vector<std::int32_t> step_tokens_;
+  std::vector<SamplingParams> step_sampling_;
   StepBatch step_;
   long preemptions_ = 0;
 };

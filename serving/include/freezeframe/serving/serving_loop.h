@@ -6,8 +6,10 @@
 // Arrivals follow the trace's clock; when nothing can run the clock jumps to the next arrival,
 // so an idle trace does not take its wall time.
 //
-// Token ids are not sampled (a trace has lengths only): each new token's id is derived from
-// its request and position, so steps carry real, varying inputs.
+// A trace has lengths only: each prompt token's id is derived from its request and position,
+// so steps carry real, varying inputs. Output tokens are derived the same way, unless the
+// engine samples: then each request's tokens are drawn on the GPU and fed back, and a request
+// finishes early when it draws one of ServingOptions::stop_token_ids.
 
 #include <cstdint>
 #include <vector>
@@ -36,6 +38,9 @@ struct ServingReport {
   std::size_t refused_prompt_too_long = 0;
   std::size_t refused_cache_too_small = 0;
   std::size_t outputs_cut = 0;
+  /// How the finished requests finished: by drawing a stop token, or at their output length.
+  std::size_t finished_by_stop = 0;
+  std::size_t finished_by_length = 0;
   long preemptions = 0;  ///< requests whose blocks were taken back, to be recomputed
   long steps = 0;
   long prefill_tokens = 0;
@@ -65,6 +70,11 @@ struct ServingOptions {
   double modelled_step_ms = 20.0;
   /// Without an engine: when given, times each step from its work and padded size instead.
   const StepCostModel* cost_model = nullptr;
+  /// With an engine that samples (EngineOptions::sample_tokens): how each request's tokens are
+  /// drawn (its seed is this seed plus the request's index in the trace), and the tokens that
+  /// finish it early (a checkpoint's CheckpointConfig::eos_token_ids).
+  SamplingParams sampling = {};
+  std::vector<std::int32_t> stop_token_ids = {};
 };
 
 /// Replays `trace` through the spec's batcher and `dispatcher` (the engine's when `engine` is

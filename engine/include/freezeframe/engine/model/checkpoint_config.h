@@ -52,6 +52,9 @@ struct CheckpointConfig {
   float rms_norm_eps = 1e-5f;
   bool tie_word_embeddings = false;
   std::optional<DType> dtype;  ///< torch_dtype; empty for GGUF (each tensor has its own type)
+  /// The tokens that end a generation: config.json's eos_token_id (one id or a list); GGUF's
+  /// tokenizer.ggml.eos_token_id and eot_token_id (end of turn). Empty when it names none.
+  std::vector<std::int32_t> eos_token_ids;
 
   /// One window per layer (0 = full attention); empty when every layer attends fully.
   /// Mistral's sliding_window covers every layer, Qwen2's the layers from max_window_layers.

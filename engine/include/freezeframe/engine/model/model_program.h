@@ -10,7 +10,9 @@
 // MLA layers (DeepSeek-V2 without q_lora):  rms_norm → q_proj and kv_a_proj_with_mqa →
 //   kv_a_layernorm → mla_attention (rope, latent cache write, absorbed/expanded attention;
 //   the impl owns q_proj and kv_b_proj) → o_proj (+ residual), then the MLP when present.
-// Around the layers: embedding first; final_norm and lm_head (last token of each sequence).
+// Around the layers: embedding first; final_norm and lm_head (last token of each sequence);
+// then sample, each sequence's next token drawn from its logits (run only when the engine
+// samples, EngineOptions::sample_tokens; its buffers are planned either way).
 // With decode context parallelism each attention op also writes its LSE (f32 [T, heads]) for
 // the merge across ranks.
 
@@ -43,6 +45,7 @@ enum class OpKind {
   kMlaAttention,      ///< MLA forward: rope, latent cache write, attention, W_UV
   kFinalNorm,         ///< normed = rms_norm(hidden[lm_head_rows]): each sequence's last token
   kLmHead,            ///< logits = normed · W_lm_headᵀ
+  kSample,            ///< sampled_token_ids = a draw from each row of logits (sampler.h)
 };
 [[nodiscard]] std::string_view to_string(OpKind kind);
 

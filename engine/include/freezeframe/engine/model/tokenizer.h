@@ -36,6 +36,9 @@ class Tokenizer {
   [[nodiscard]] static Tokenizer from_json(const std::string& path);
   /// A GGUF checkpoint (told by its magic) or a tokenizer.json.
   [[nodiscard]] static Tokenizer open(const std::string& path);
+  /// The tokenizer of a checkpoint as model.checkpoint names one: a GGUF file's own, or the
+  /// tokenizer.json beside a Hugging Face config.json (`path` the folder or a file in it).
+  [[nodiscard]] static Tokenizer of_checkpoint(const std::string& path);
 
   /// The ids of `text`; with `add_special`, also the tokens the tokenizer puts around a text
   /// (a BOS when tokenizer.ggml.add_bos_token says so, or the tokenizer.json post-processor's).

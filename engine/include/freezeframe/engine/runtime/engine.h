@@ -10,7 +10,8 @@
 // serving-loop iteration: validate the batch, dispatch it (pad to a captured size or run
 // eagerly), upload its inputs and metadata into their persistent buffers, replay (one launch
 // for a full graph; pieces with eager attention between them for piecewise) and return the
-// logits as a view into the plan's output buffer. After construction nothing is allocated.
+// logits as a view into the plan's output buffer, and, when the engine samples, each request's
+// next token, drawn inside the same graphs. After construction nothing is allocated.
 
 #include <cuda_runtime_api.h>
 
@@ -18,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +66,10 @@ struct EngineOptions {
   /// far and the total (e.g. to draw a progress bar).
   std::function<void(std::int64_t done, std::int64_t total)> weight_progress;
   std::vector<UserPiece> user_pieces;
+  /// Draw each request's next token on the device after the LM head (sampler.h), inside the
+  /// step's graphs, with the parameters of StepBatch::sampling; StepResult::token_ids then
+  /// holds them. False: the steps end at the logits, as they always have.
+  bool sample_tokens = false;
   /// Called after each captured graph with (done, total), e.g. to draw a progress bar.
   std::function<void(int done, int total)> capture_progress;
 };
@@ -124,6 +130,12 @@ struct StepResult {
   /// [num_reqs, vocab_size] f32 logits of each request's last new token, a view into the
   /// plan's output buffer: valid once the engine's stream has reached it, until the next step.
   TensorView logits;
+  /// With EngineOptions::sample_tokens: [num_reqs] int32, the token drawn for each request, a
+  /// view into the plan's output buffer; undefined otherwise. Valid as the logits are.
+  TensorView token_ids;
+  /// The same tokens in pinned host memory, copied by the step itself: readable once the
+  /// engine's stream has reached the step (after synchronize()), until the next step.
+  std::span<const std::int32_t> host_token_ids;
   RuntimeMode mode = RuntimeMode::kEager;
   BatchDescriptor descriptor;  ///< the padded shape that ran (eager: the batch's own)
   StepHostTimes host;
@@ -140,7 +152,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   /// Enqueues one step on stream(). Throws kInvalidArgument before launching anything when the
-  /// batch breaks the spec's limits (validate_step), leaving every buffer as it was.
+  /// batch breaks the spec's limits (validate_step), or carries sampling parameters for an
+  /// engine that does not sample, leaving every buffer as it was.
   StepResult step(const StepBatch& batch, const StepOptions& options = {});
   /// Waits for every step enqueued so far (so the next step need not ask whether its
   /// staging buffer is free).
@@ -151,6 +164,8 @@ class Engine {
   [[nodiscard]] std::vector<OpTime> profile_ops(const StepBatch& batch);
 
   [[nodiscard]] const EngineSpec& spec() const;
+  /// Whether steps draw tokens (EngineOptions::sample_tokens).
+  [[nodiscard]] bool samples() const;
   [[nodiscard]] const MemoryPlan& plan() const;
   [[nodiscard]] const CaptureReport& capture_report() const;
   [[nodiscard]] const Dispatcher& dispatcher() const;

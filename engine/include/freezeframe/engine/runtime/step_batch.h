@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "freezeframe/backends/attention_metadata.h"
+#include "freezeframe/engine/model/sampler.h"
 #include "freezeframe/engine/spec/deployment.h"
 
 namespace freezeframe {
@@ -29,6 +30,9 @@ struct StepBatch {
   std::span<const std::int64_t> slot_mapping;
   /// Token id of each new token, request by request; empty = token 0 everywhere (benchmarks).
   std::span<const std::int32_t> token_ids;
+  /// How each request's next token is drawn, when the engine samples
+  /// (EngineOptions::sample_tokens); empty = greedy for every request.
+  std::span<const SamplingParams> sampling;
 };
 
 /// The shape the dispatcher needs.
@@ -43,9 +47,10 @@ struct StepShape {
 /// the first problem: counts over the scheduler limits, query_len < 1 or > seq_len, seq_len
 /// over max_model_len, decodes not first, too few blocks or block ids outside the pool, a
 /// given slot mapping that disagrees with the block tables, token ids of the wrong count or
-/// outside the vocabulary. With `check_block_ids` false, whether the ids lie in the pool is
-/// left to the staging (a MetadataBuilder with BatchLimits::num_blocks checks the rows it
-/// writes, and so only the rows that changed since the last step).
+/// outside the vocabulary, sampling parameters of the wrong count or out of range. With
+/// `check_block_ids` false, whether the ids lie in the pool is left to the staging (a
+/// MetadataBuilder with BatchLimits::num_blocks checks the rows it writes, and so only the rows
+/// that changed since the last step).
 [[nodiscard]] StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
                                       bool check_block_ids = true);
 

@@ -1,0 +1,17 @@
+#include "freezeframe/serving/generation_loop.h"
+
+namespace freezeframe {
+
+GenerationLoop::GenerationLoop(const DeploymentLimits& limits, TokenSource& source)
+    : pool_(limits.num_blocks), batcher_(limits, pool_), source_(source) {}
+
+const ContinuousBatcher::StepEvents* GenerationLoop::step() {
+  const StepBatch* batch = batcher_.schedule();
+  if (batch == nullptr) return nullptr;
+  const std::span<const std::int32_t> tokens = source_.run(*batch);
+  events_ = batcher_.complete_step(tokens);
+  ++steps_;
+  return &events_;
+}
+
+}  // namespace freezeframe
