@@ -94,6 +94,7 @@ class ModelRunner {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::unique_ptr<Gemm> gemm_;
   int token_ids_ = -1, positions_ = -1, hidden_ = -1;
+  std::vector<float> rope_inv_freq_;  ///< one per rotary pair of a head (rope_inv_frequencies)
 };
 
 }  // namespace freezeframe
