@@ -5,16 +5,19 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/model/checkpoint_config.h"
+#include "freezeframe/engine/model/gguf_file.h"
 #include "support/scratch_files.h"
 #include "support/smollm2.h"
 
@@ -241,6 +244,8 @@ TEST(CheckpointConfig, ReadsGgufMetadata) {
   EXPECT_TRUE(llama.tie_word_embeddings) << "no output.weight";
   EXPECT_EQ(llama.dtype, DType::kF16);
   EXPECT_EQ(llama.rope_freq_factors_tensor, "rope_freqs.weight");
+  EXPECT_EQ(llama.rope_freq_factors, std::vector<float>(16, 1.0f))
+      << "one per pair of a head of 32";
   EXPECT_FALSE(llama.qkv_bias);
   EXPECT_EQ(llama.origins.at("vocab_size"), llama.path + ": tokenizer.ggml.tokens");
   EXPECT_EQ(llama.origins.at("num_layers"), llama.path + ": llama.block_count");
@@ -257,6 +262,54 @@ TEST(CheckpointConfig, ReadsGgufMetadata) {
   EXPECT_TRUE(qwen.qkv_bias);
   EXPECT_FALSE(qwen.dtype.has_value()) << "Q8_0: no single dtype";
   EXPECT_TRUE(qwen.rope_freq_factors_tensor.empty());
+  EXPECT_TRUE(qwen.rope_freq_factors.empty());
+}
+
+TEST(CheckpointConfig, ReadsGgufRopeFactors) {
+  // The tiny Llama 3 of the reference fixtures: Llama 3's scaling as llama.cpp stores it.
+  const fs::path reference = kFixtures.parent_path() / "reference";
+  const CheckpointConfig c = read_checkpoint_config((reference / "tiny-llama3.gguf").string());
+  ASSERT_EQ(c.rope_freq_factors.size(), 32u);
+  EXPECT_EQ(c.rope_freq_factors.front(), 1.0f) << "the shortest wavelength is kept";
+  EXPECT_EQ(c.rope_freq_factors.back(), 8.0f) << "the longest is divided by the factor";
+  EXPECT_FALSE(c.rope_scaling.has_value()) << "the factors are the scaling";
+}
+
+/// tiny-llama.gguf with `patch` applied to its bytes (`file` open on the original).
+std::string patched_llama_gguf(
+    const std::string& name,
+    const std::function<void(const GgufFile&, std::vector<char>&)>& patch) {
+  const fs::path original = kFixtures / "tiny-llama.gguf";
+  std::vector<char> bytes = testing::read_bytes(original);
+  patch(GgufFile::open(original.string()), bytes);
+  return scratch(bytes, name);
+}
+
+TEST(CheckpointConfig, RefusesBadGgufRopeFactorsNamingTheTensor) {
+  const std::string zero =
+      patched_llama_gguf("zero-factor.gguf", [](const GgufFile& file, std::vector<char>& bytes) {
+        const float value = 0.0f;
+        std::memcpy(bytes.data() + file.tensor("rope_freqs.weight").offset + 3 * sizeof(float),
+                    &value, sizeof value);
+      });
+  const std::string z = refusal(zero);
+  EXPECT_NE(z.find(zero + ": rope_freqs.weight: factor 3 is 0"), std::string::npos) << z;
+  EXPECT_NE(z.find("must be finite and > 0"), std::string::npos) << z;
+
+  // Its one dimension, stored after the name and the dimension count, halved.
+  const std::string half =
+      patched_llama_gguf("half-factors.gguf", [](const GgufFile&, std::vector<char>& bytes) {
+        const std::string name = "rope_freqs.weight";
+        const auto at = std::search(bytes.begin(), bytes.end(), name.begin(), name.end());
+        ASSERT_NE(at, bytes.end());
+        const std::uint64_t pairs = 8;
+        std::memcpy(&*at + name.size() + sizeof(std::uint32_t), &pairs, sizeof pairs);
+      });
+  const std::string h = refusal(half);
+  EXPECT_NE(h.find(half + ": rope_freqs.weight: has shape [8], not [16]: one factor per rotary "
+                          "pair of a head of 32"),
+            std::string::npos)
+      << h;
 }
 
 TEST(CheckpointConfig, ReadsSmolLM2) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <string>
@@ -22,6 +23,7 @@
 #include "engine/model_kernels_test_util.h"
 #include "freezeframe/core/error.h"
 #include "model/model_kernels.h"
+#include "model/rope_frequencies.h"
 #include "support/device_tensor.h"
 #include "support/gpu.h"
 #include "support/random.h"
@@ -101,7 +103,11 @@ struct RopeCase {
   DType dtype;
   int num_heads, num_kv_heads, head_size, rotary_dim;
   float theta;
+  std::optional<Llama3RopeScaling> scaling;
 };
+
+/// Llama-3.1-8B's rope_scaling.
+constexpr Llama3RopeScaling kLlama31Scaling{8.0, 1.0, 4.0, 8192};
 
 std::ostream& operator<<(std::ostream& os, const RopeCase& c) { return os << c.name; }
 
@@ -118,10 +124,13 @@ TEST_P(RopeNeox, RotatesQAndKHeadsOnly) {
   HostTensor qkv(c.dtype, {total, width});
   testing::fill_normal(qkv, rng);
 
+  // The frequencies the engine hands the kernel (their values are checked on the CPU, in
+  // rope_frequencies_test); here the kernel must rotate by exactly them.
+  const std::vector<float> inv_freq = rope_inv_frequencies(c.theta, c.rotary_dim, c.scaling, {});
   auto d_qkv = upload(qkv);
   DeviceBuffer d_positions = upload_vector(positions);
   mk::rope_neox(d_qkv.view, static_cast<const std::int64_t*>(d_positions.data()), rows, c.num_heads,
-                c.num_kv_heads, c.head_size, c.rotary_dim, c.theta, nullptr);
+                c.num_kv_heads, c.head_size, c.rotary_dim, inv_freq, nullptr);
   FF_CUDA_CHECK(cudaDeviceSynchronize());
   HostTensor out(c.dtype, {total, width});
   download(d_qkv.view, out);
@@ -139,14 +148,12 @@ TEST_P(RopeNeox, RotatesQAndKHeadsOnly) {
       }
       if (!rotates) continue;
       for (int i = 0; i < half; ++i) {
-        // The kernel's angle is the f32 product position · f32(theta^(−2i/rotary_dim)) (the
-        // models' convention). At position 131071 one f32 rounding of that angle is up to 2^-8
-        // rad, as large as the bf16 rounding itself, so the reference takes the same f32 angle
-        // and evaluates cos/sin in double. What remains is sincosf (≤ 2 ulp of f32) and the
+        // The kernel's angle is the f32 product position · inv_freq[i] (the models'
+        // convention). At position 131071 one f32 rounding of that angle is up to 2^-8 rad, as
+        // large as the bf16 rounding itself, so the reference takes the same f32 angle and
+        // evaluates cos/sin in double. What remains is sincosf (≤ 2 ulp of f32) and the
         // output rounding, relative to |x| + |y| since x·cos − y·sin can cancel.
-        const float inv_freq = static_cast<float>(
-            std::pow(static_cast<double>(c.theta), -2.0 * i / static_cast<double>(c.rotary_dim)));
-        const float angle = static_cast<float>(positions[r]) * inv_freq;
+        const float angle = static_cast<float>(positions[r]) * inv_freq[i];
         const double cos_a = std::cos(static_cast<double>(angle));
         const double sin_a = std::sin(static_cast<double>(angle));
         const double x = qkv.get(head + i), y = qkv.get(head + half + i);
@@ -163,12 +170,13 @@ TEST_P(RopeNeox, RotatesQAndKHeadsOnly) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, RopeNeox,
     ::testing::Values(
-        RopeCase{"bf16_llama3_theta500k", DType::kBF16, 8, 2, 128, 128, 500000.0f},
-        RopeCase{"f16_llama3_theta500k", DType::kF16, 8, 2, 128, 128, 500000.0f},
-        RopeCase{"f16_partial_rotary_64_of_128", DType::kF16, 4, 1, 128, 64, 10000.0f},
+        RopeCase{"bf16_llama3_theta500k", DType::kBF16, 8, 2, 128, 128, 500000.0f, {}},
+        RopeCase{"f16_llama3_theta500k", DType::kF16, 8, 2, 128, 128, 500000.0f, {}},
+        RopeCase{"bf16_llama31_scaled", DType::kBF16, 8, 2, 128, 128, 500000.0f, kLlama31Scaling},
+        RopeCase{"f16_partial_rotary_64_of_128", DType::kF16, 4, 1, 128, 64, 10000.0f, {}},
         // 20 pairs per head: not a multiple of 8, the scalar path.
-        RopeCase{"bf16_partial_rotary_40_of_80_scalar", DType::kBF16, 4, 2, 80, 40, 10000.0f},
-        RopeCase{"bf16_q_only", DType::kBF16, 3, 0, 64, 64, 10000.0f}),
+        RopeCase{"bf16_partial_rotary_40_of_80_scalar", DType::kBF16, 4, 2, 80, 40, 10000.0f, {}},
+        RopeCase{"bf16_q_only", DType::kBF16, 3, 0, 64, 64, 10000.0f, {}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // ---------------------------------------------------------------------------------------------
@@ -466,18 +474,25 @@ TEST(ModelKernelErrors, BadArgumentsThrowBeforeLaunch) {
       "rows: null", [&] { mk::rms_norm_rows(t, nullptr, 2, w, 1e-5f, o, nullptr); }, "row_index");
 
   const TensorView q = d_qkv.view;  // [4, 4·64]: 2 q heads + 2·1 kv heads of 64
+  const std::vector<float> f32(32, 0.5f), f31(31, 0.5f), f33(33, 0.5f);
+  std::vector<float> f_zero = f32;
+  f_zero[7] = 0.0f;
   expect_invalid(
-      "odd rotary_dim", [&] { mk::rope_neox(q, positions, 4, 2, 1, 64, 63, 1e4f, nullptr); },
+      "odd rotary_dim", [&] { mk::rope_neox(q, positions, 4, 2, 1, 64, 63, f31, nullptr); },
       "rotary_dim");
   expect_invalid(
-      "rotary_dim > head", [&] { mk::rope_neox(q, positions, 4, 2, 1, 64, 66, 1e4f, nullptr); },
+      "rotary_dim > head", [&] { mk::rope_neox(q, positions, 4, 2, 1, 64, 66, f33, nullptr); },
       "rotary_dim");
   expect_invalid(
-      "qkv width", [&] { mk::rope_neox(q, positions, 4, 2, 2, 64, 64, 1e4f, nullptr); }, "is not");
+      "qkv width", [&] { mk::rope_neox(q, positions, 4, 2, 2, 64, 64, f32, nullptr); }, "is not");
   expect_invalid(
-      "theta", [&] { mk::rope_neox(q, positions, 4, 2, 1, 64, 64, 0.0f, nullptr); }, "theta");
+      "inv_freq count", [&] { mk::rope_neox(q, positions, 4, 2, 1, 64, 64, f31, nullptr); },
+      "31 inverse frequencies");
   expect_invalid(
-      "null positions", [&] { mk::rope_neox(q, nullptr, 4, 2, 1, 64, 64, 1e4f, nullptr); },
+      "inv_freq zero", [&] { mk::rope_neox(q, positions, 4, 2, 1, 64, 64, f_zero, nullptr); },
+      "inv_freq[7]");
+  expect_invalid(
+      "null positions", [&] { mk::rope_neox(q, nullptr, 4, 2, 1, 64, 64, f32, nullptr); },
       "positions");
 
   expect_invalid(
@@ -497,7 +512,7 @@ TEST(ModelKernelErrors, BadArgumentsThrowBeforeLaunch) {
   mk::embedding(t, nullptr, 0, o, nullptr);
   mk::rms_norm(t, w, 1e-5f, o, 0, nullptr);
   mk::rms_norm_rows(t, nullptr, 0, w, 1e-5f, o, nullptr);
-  mk::rope_neox(q, nullptr, 0, 2, 1, 64, 64, 1e4f, nullptr);
+  mk::rope_neox(q, nullptr, 0, 2, 1, 64, 64, f32, nullptr);
   mk::silu_and_mul(q.reshape({8, 128}), o.reshape({4, 64}), 0, nullptr);
   FF_CUDA_CHECK(cudaDeviceSynchronize());
 

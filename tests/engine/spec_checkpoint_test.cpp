@@ -8,6 +8,7 @@
 #include <string>
 
 #include "freezeframe/core/error.h"
+#include "freezeframe/engine/model/layer_params.h"
 #include "freezeframe/engine/plan/memory_planner.h"
 #include "freezeframe/engine/spec/checkpoint_spec.h"
 #include "freezeframe/engine/spec/spec.h"
@@ -94,6 +95,13 @@ TEST(SpecCheckpoint, MistralsWindowGoesToEveryLayer) {
   expect_same_model(spec.model, written.model);
   expect_same_plan(spec, written);
   for (const LayerSpec& layer : spec.model.layers) EXPECT_EQ(layer.sliding_window, 4096);
+  // ... and to every layer's attention impl, through the parameters the runner builds it with.
+  for (int l = 0; l < spec.model.num_layers; ++l) {
+    EXPECT_EQ(attention_params(spec, l).sliding_window, 4096) << "layer " << l;
+  }
+  const EngineSpec tiny = spec_of("model:\n  checkpoint: ../fixtures/reference/tiny-mistral\n");
+  ASSERT_EQ(tiny.model.num_layers, 2);
+  for (int l = 0; l < 2; ++l) EXPECT_EQ(attention_params(tiny, l).sliding_window, 16);
 }
 
 TEST(SpecCheckpoint, Qwen2IsTiedWithQkvBias) {

@@ -261,6 +261,32 @@ TEST(WeightSource, SmolLM2MatchesItsModelAndReadsBack) {
   }
 }
 
+TEST(WeightSource, ReferenceCheckpointsGiveEveryWeightAndPlan) {
+  // The checkpoints transformers wrote (scripts/fixtures/make_reference_logits.py), with the
+  // specs their GPU tests run: every weight matched, and a plan with room for their prompts.
+  const std::filesystem::path reference =
+      std::filesystem::path(FREEZEFRAME_SOURCE_DIR) / "tests" / "fixtures" / "reference";
+  for (const char* checkpoint : {"tiny-llama3", "tiny-llama3.gguf", "tiny-mistral", "tiny-qwen2"}) {
+    SCOPED_TRACE(checkpoint);
+    const EngineSpec spec = weights_spec((reference / checkpoint).string(),
+                                         "  attention:\n    backend: paged_decode\n");
+    const auto source = WeightSource::open(*spec.model.checkpoint);
+    const ModelProgram program = build_model_program(spec);
+    EXPECT_EQ(match_weights(*source, program).size(), program.weights.size());
+    (void)plan_memory(spec, std::int64_t(1) << 30);  // refused without room for a sequence
+  }
+  // The GGUF holds the safetensors' weights bit for bit, its q and k rows put back.
+  const auto hf = WeightSource::open(read_checkpoint_config((reference / "tiny-llama3").string()));
+  const auto gguf =
+      WeightSource::open(read_checkpoint_config((reference / "tiny-llama3.gguf").string()));
+  ASSERT_EQ(gguf->tensors().size(), hf->tensors().size());
+  for (const WeightTensor& t : hf->tensors()) {
+    const WeightTensor* g = gguf->find(t.name);
+    ASSERT_NE(g, nullptr) << t.name;
+    EXPECT_EQ(read_all(*hf, t, DType::kBF16), read_all(*gguf, *g, DType::kBF16)) << t.name;
+  }
+}
+
 TEST(WeightSource, ProgramNamesAreHuggingFaces) {
   ProgramWeight w;
   w.name = "layers.2.mlp.down_proj";

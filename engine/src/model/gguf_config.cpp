@@ -1,14 +1,16 @@
 // A GGUF file's metadata read into a CheckpointConfig: the keys llama.cpp writes for the
 // architecture ("<arch>.block_count", ...), the vocabulary from <arch>.vocab_size or the
 // tokenizer's token list, and from the tensors it holds whether the LM head is tied (no
-// output.weight) and whether RoPE frequencies have factors (rope_freqs.weight).
+// output.weight) and the factors RoPE frequencies are divided by (rope_freqs.weight).
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "freezeframe/core/error.h"
 #include "freezeframe/core/printable.h"
 #include "freezeframe/engine/model/gguf_file.h"
 #include "model/checkpoint_config_reader.h"
@@ -111,6 +113,40 @@ class GgufFields {
   std::vector<std::string>& problems_;
 };
 
+/// rope_freqs.weight, where the file holds it: the factor each rotary pair's frequency is
+/// divided by (llama.cpp's form of Llama 3's scaling), one per pair of a head.
+void read_rope_freq_factors(const GgufFile& file, GgufFields& g, CheckpointConfig& c) {
+  const GgufTensor* tensor = file.find_tensor("rope_freqs.weight");
+  if (tensor == nullptr) return;
+  c.rope_freq_factors_tensor = tensor->name;
+  if (c.head_size <= 0) return;  // a problem of its own
+  const std::int64_t pairs = c.head_size / 2;
+  if (tensor->dims != std::vector<std::int64_t>{pairs}) {
+    std::string shape;
+    for (const std::int64_t d : tensor->shape())
+      (shape += shape.empty() ? "" : ", ") += std::to_string(d);
+    g.problem(tensor->name, "has shape [" + shape + "], not [" + std::to_string(pairs) +
+                                "]: one factor per rotary pair of a head of " +
+                                std::to_string(c.head_size));
+    return;
+  }
+  std::vector<float> factors(static_cast<std::size_t>(pairs));
+  try {
+    file.read_f32(*tensor, factors);
+  } catch (const Error& e) {
+    g.problem(tensor->name, e.message());
+    return;
+  }
+  for (std::size_t i = 0; i < factors.size(); ++i) {
+    if (!(std::isfinite(factors[i]) && factors[i] > 0.0f)) {
+      g.problem(tensor->name, "factor " + std::to_string(i) + " is " + std::to_string(factors[i]) +
+                                  "; a frequency factor must be finite and > 0");
+      return;
+    }
+  }
+  c.rope_freq_factors = std::move(factors);
+}
+
 }  // namespace
 
 void read_gguf_config(const std::string& path, CheckpointConfig& c,
@@ -202,9 +238,7 @@ void read_gguf_config(const std::string& path, CheckpointConfig& c,
               "RoPE scaling " + quote(*v) +
                   " is not supported; supported: none (Llama 3's comes as rope_freqs.weight)");
   }
-  if (file.find_tensor("rope_freqs.weight") != nullptr) {
-    c.rope_freq_factors_tensor = "rope_freqs.weight";
-  }
+  read_rope_freq_factors(file, g, c);
   if (auto w = g.integer(p + "attention.sliding_window", false, 0);
       w && *w > 0 && c.num_layers > 0) {
     c.sliding_windows.assign(static_cast<std::size_t>(c.num_layers), static_cast<int>(*w));

@@ -291,7 +291,8 @@ void embedding(const TensorView& table, const std::int32_t* token_ids, int rows,
 }
 
 void rope_neox(const TensorView& qkv, const std::int64_t* positions, int rows, int num_heads,
-               int num_kv_heads, int head_size, int rotary_dim, float theta, cudaStream_t stream) {
+               int num_kv_heads, int head_size, int rotary_dim, std::span<const float> inv_freq,
+               cudaStream_t stream) {
   using E = ErrorCode;
   constexpr const char* fn = "rope_neox";
   check_rows_arg(fn, "rows", rows);
@@ -304,8 +305,12 @@ void rope_neox(const TensorView& qkv, const std::int64_t* positions, int rows, i
            rotary_dim);
   FF_CHECK(rotary_dim / 2 <= kMaxRotaryPairs, E::kInvalidArgument, fn, ": rotary_dim ", rotary_dim,
            " exceeds the supported ", 2 * kMaxRotaryPairs);
-  FF_CHECK(std::isfinite(theta) && theta > 0.0f, E::kInvalidArgument, fn,
-           ": theta must be finite and > 0, got ", theta);
+  FF_CHECK(static_cast<int>(inv_freq.size()) == rotary_dim / 2, E::kInvalidArgument, fn, ": ",
+           inv_freq.size(), " inverse frequencies for rotary_dim ", rotary_dim, " (one per pair)");
+  for (std::size_t i = 0; i < inv_freq.size(); ++i) {
+    FF_CHECK(std::isfinite(inv_freq[i]) && inv_freq[i] > 0.0f, E::kInvalidArgument, fn,
+             ": inv_freq[", i, "] must be finite and > 0, got ", inv_freq[i]);
+  }
   const std::int64_t width = check_matrix(fn, "qkv", qkv, rows, true);
   const std::int64_t want_width =
       (static_cast<std::int64_t>(num_heads) + 2 * static_cast<std::int64_t>(num_kv_heads)) *
@@ -323,13 +328,9 @@ void rope_neox(const TensorView& qkv, const std::int64_t* positions, int rows, i
   p.rotating_heads = num_heads + num_kv_heads;
   p.head_size = head_size;
   p.half = rotary_dim / 2;
-  // theta^(−2i/rotary_dim) evaluated in double and rounded once: the correctly rounded f32
-  // frequency, identical on every device (a device powf may be a few ulp off, which at
-  // position 1e5 is a visible angle change).
-  for (int i = 0; i < p.half; ++i) {
-    p.inv_freq[i] = static_cast<float>(
-        std::pow(static_cast<double>(theta), -2.0 * i / static_cast<double>(rotary_dim)));
-  }
+  // Computed on the host (rope_inv_frequencies: in double, rounded once), identical on every
+  // device; a device powf may be a few ulp off, which at position 1e5 is a visible angle.
+  std::copy(inv_freq.begin(), inv_freq.end(), p.inv_freq);
   dispatch_model_dtype(qkv.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kVec = kVec16<T>;

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <span>
 
 #include "freezeframe/core/tensor.h"
 
@@ -33,9 +34,12 @@ void rms_norm_rows(const TensorView& in, const std::int32_t* row_index, int rows
 /// Rotary embedding, Neox style (rotate_half: pairs (i, i + rotary_dim / 2)), in place on the
 /// first num_heads + num_kv_heads heads of each row of qkv [≥ rows, (num_heads + 2·num_kv_heads)
 /// · head_size] (q heads, then k heads; the v heads are left alone). Position p rotates pair i
-/// by p · theta^(−2i / rotary_dim). positions: device [rows].
+/// by the f32 angle p · inv_freq[i]. positions: device [rows]; inv_freq: host, rotary_dim / 2
+/// finite values > 0 (rope_inv_frequencies: theta^(−2i / rotary_dim), scaled as the model
+/// says), copied into the launch's parameters.
 void rope_neox(const TensorView& qkv, const std::int64_t* positions, int rows, int num_heads,
-               int num_kv_heads, int head_size, int rotary_dim, float theta, cudaStream_t stream);
+               int num_kv_heads, int head_size, int rotary_dim, std::span<const float> inv_freq,
+               cudaStream_t stream);
 
 /// out[r, i] = silu(gate_up[r, i]) · gate_up[r, I + i] for r < rows, i < I; gate_up [≥ rows,
 /// 2·I], out [≥ rows, I]; silu(x) = x / (1 + e^−x).

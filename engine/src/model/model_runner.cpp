@@ -9,6 +9,7 @@
 #include "freezeframe/core/nvtx.h"
 #include "freezeframe/engine/model/layer_params.h"
 #include "model/model_kernels.h"
+#include "model/rope_frequencies.h"
 #include "model/sampler_kernel.h"
 
 namespace freezeframe {
@@ -39,6 +40,8 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
   token_ids_ = program.tensor_index("token_ids");
   positions_ = program.tensor_index("positions");
   hidden_ = program.tensor_index("hidden");
+  // Once, with the checkpoint's RoPE scaling; MLA attention rotates inside its own impl.
+  if (!model.is_mla()) rope_inv_freq_ = rope_inv_frequencies(model);
 
   // Ops: the program's, each user piece after the last op of its layer.
   for (std::size_t p = 0; p < user_pieces_.size(); ++p) {
@@ -242,7 +245,7 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
       model_kernels::rope_neox(tensor(op.writes[0]),
                                views_.tensors[positions_].data_as<const std::int64_t>(), rows,
                                model.num_heads, model.num_kv_heads, model.head_size,
-                               model.head_size, model.rope_theta, stream);
+                               model.head_size, rope_inv_freq_, stream);
       return;
     case OpKind::kCacheWrite:
       return;  // the attention forward writes the cache (see model_runner.h)

@@ -103,6 +103,7 @@ class ModelRunner {
   std::unique_ptr<Gemm> gemm_;
   PinnedBuffer host_tokens_;  // the sample op's tokens, max_num_seqs of them
   int token_ids_ = -1, positions_ = -1, hidden_ = -1;
+  std::vector<float> rope_inv_freq_;  ///< one per rotary pair of a head (rope_inv_frequencies)
 };
 
 }  // namespace freezeframe

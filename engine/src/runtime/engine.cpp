@@ -35,14 +35,6 @@ void check_supported(const EngineSpec& spec) {
            spec.where("model.builtin_weights"),
            ": false asks for the weights of a checkpoint, and the spec names none; name it in "
            "model.checkpoint, or leave builtin_weights true for random weights");
-  // Llama 3's frequency scaling is read but not applied by the built-in rope yet: a
-  // checkpoint's weights would compute something other than its model.
-  FF_CHECK(
-      model.builtin_weights || !model.checkpoint ||
-          (!model.checkpoint->rope_scaling && model.checkpoint->rope_freq_factors_tensor.empty()),
-      E::kUnsupported, spec.where("model.checkpoint"),
-      ": the checkpoint scales its RoPE frequencies (Llama 3's rope_scaling), which the "
-      "built-in model does not apply yet, so its weights cannot run as trained");
   for (int l = 0; l < spec.model.num_layers; ++l) {
     const LayerSpec& layer = spec.model.layers[l];
     FF_CHECK(layer.attention_type == AttentionType::kDecoder, E::kUnsupported,

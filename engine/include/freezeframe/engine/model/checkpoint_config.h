@@ -61,9 +61,11 @@ struct CheckpointConfig {
   std::vector<int> sliding_windows;
   bool qkv_bias = false;  ///< q, k and v projections have a bias (Qwen2)
   std::optional<Llama3RopeScaling> rope_scaling;
-  /// GGUF: RoPE frequencies are divided by the per-dimension factors of this tensor (how
-  /// llama.cpp stores Llama 3's scaling); empty otherwise.
+  /// GGUF: RoPE frequencies are divided by the per-pair factors of this tensor (how llama.cpp
+  /// stores Llama 3's scaling); empty otherwise.
   std::string rope_freq_factors_tensor;
+  /// Its values, one per rotary pair (head_size / 2), each finite and > 0.
+  std::vector<float> rope_freq_factors;
 
   /// Where the checkpoint states each ModelSpec field ("num_layers" →
   /// "config.json:14:3: num_hidden_layers", "model.gguf: llama.block_count"); fields that took

@@ -1,0 +1,32 @@
+#pragma once
+// The rotary embedding's inverse frequencies, computed once on the host (the rope kernel takes
+// them in its parameters): theta^(−2i / rotary_dim) for each pair i, with Llama 3's scaling
+// (config.json's rope_scaling, as transformers applies it) or divided by per-pair factors
+// (GGUF's rope_freqs.weight, as llama.cpp applies it). Each value is evaluated in double and
+// rounded to f32 once, so it is the same on every host and device.
+
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "freezeframe/engine/model/checkpoint_config.h"
+#include "freezeframe/engine/spec/spec.h"
+
+namespace freezeframe {
+
+/// One inverse frequency per rotary pair, rotary_dim / 2 of them. With `scaling`, a pair whose
+/// wavelength 2π / f exceeds original_max_position_embeddings / low_freq_factor gets f / factor,
+/// one whose wavelength is below original / high_freq_factor keeps f, and the band between
+/// gets (1 − s)·f / factor + s·f, s = (original / wavelength − low_freq_factor) /
+/// (high_freq_factor − low_freq_factor). Non-empty `factors` (one per pair, finite and > 0)
+/// divide each f. Throws kInvalidArgument for a rotary_dim that is not even and positive, a
+/// theta that is not finite and positive, or factors of another count or value.
+[[nodiscard]] std::vector<float> rope_inv_frequencies(
+    double theta, int rotary_dim, const std::optional<Llama3RopeScaling>& scaling,
+    std::span<const float> factors);
+
+/// The model's frequencies: its rope_theta over whole heads, with the scaling or the factors
+/// its checkpoint states.
+[[nodiscard]] std::vector<float> rope_inv_frequencies(const ModelSpec& model);
+
+}  // namespace freezeframe
