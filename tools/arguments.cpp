@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <string>
 
 #include "freezeframe/backends/registry.h"
@@ -31,7 +32,8 @@ std::string_view take_value(std::span<const std::string_view> args, std::size_t&
   return args[++i];
 }
 
-double parse_positive(std::string_view flag, std::string_view text) {
+double parse_number(std::string_view flag, std::string_view text, double lo, double hi,
+                    bool lo_open, std::string_view range) {
   double value = 0;
   std::size_t used = 0;
   try {
@@ -39,10 +41,15 @@ double parse_positive(std::string_view flag, std::string_view text) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != text.size() || !(value > 0) || !std::isfinite(value)) {
-    throw UsageError(detail::concat(flag, ": '", text, "' is not a positive number"));
+  const bool above = lo_open ? value > lo : value >= lo;
+  if (used == 0 || used != text.size() || !std::isfinite(value) || !above || value > hi) {
+    throw UsageError(detail::concat(flag, ": '", text, "' is not a number ", range));
   }
   return value;
+}
+
+double parse_positive(std::string_view flag, std::string_view text) {
+  return parse_number(flag, text, 0.0, std::numeric_limits<double>::max(), true, "above 0");
 }
 
 std::int64_t parse_count(std::string_view flag, std::string_view text, std::int64_t max) {

@@ -32,6 +32,10 @@ class UsageError : public std::runtime_error {
 [[nodiscard]] std::string_view take_value(std::span<const std::string_view> args, std::size_t& i);
 /// A positive, finite decimal number; throws UsageError naming `flag` otherwise.
 [[nodiscard]] double parse_positive(std::string_view flag, std::string_view text);
+/// A finite number in [lo, hi] ((lo, hi] when `lo_open`); a UsageError naming the flag and
+/// `range` (e.g. "in (0, 1]") otherwise.
+[[nodiscard]] double parse_number(std::string_view flag, std::string_view text, double lo,
+                                  double hi, bool lo_open, std::string_view range);
 /// A whole number in [1, max]; throws UsageError naming `flag` otherwise (so that a count
 /// never overflows the int it goes into).
 [[nodiscard]] std::int64_t parse_count(std::string_view flag, std::string_view text,

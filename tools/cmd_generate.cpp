@@ -52,23 +52,6 @@ constexpr const char* kUsage =
     "  --device-memory   device memory the plan assumes (default: the GPU's free memory)\n"
     "  needs a GPU; streams the text to stdout, the timings to stderr\n";
 
-/// A finite number in [lo, hi], (lo, hi] when `lo_open`; UsageError naming the flag otherwise.
-double parse_number(std::string_view flag, std::string_view text, double lo, double hi,
-                    bool lo_open, std::string_view range) {
-  double value = 0;
-  std::size_t used = 0;
-  try {
-    value = std::stod(std::string(text), &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  const bool above = lo_open ? value > lo : value >= lo;
-  if (used == 0 || used != text.size() || !std::isfinite(value) || !above || value > hi) {
-    throw UsageError(detail::concat(flag, ": '", text, "' is not a number ", range));
-  }
-  return value;
-}
-
 struct GenerateArgs {
   std::string checkpoint;
   std::optional<std::string> prompt;
