@@ -158,8 +158,10 @@ INSTANTIATE_TEST_SUITE_P(
     Dtypes, SmolLM2Reference,
     ::testing::Values(Case{"f16", "paged_decode", 0.05f, 0.99},
                       Case{"f16", "reference", 0.05f, 0.99},
-                      // bf16 rounds 8x coarser than f16: its logits move by about a tenth.
-                      Case{"bf16", "paged_decode", 0.3f, 0.98}),
+                      // bf16 rounds 8x coarser than f16: its logits move by about a tenth,
+                      // so a flip may come at a wider gap; the share of top-1s agreeing is held
+                      // to the same 99% (the script's bf16 simulation keeps 99.14%).
+                      Case{"bf16", "paged_decode", 0.3f, 0.99}),
     [](const auto& info) { return std::string(info.param.dtype) + "_" + info.param.backend; });
 
 }  // namespace
