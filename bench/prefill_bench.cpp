@@ -8,7 +8,9 @@
 // attention kernel's alone, as PyTorch's SDPA figures are. FLOPs = 4 · heads · head_size ·
 // Σ visible (query, key) pairs; a mixed row adds decodes, counted the same way.
 //
-// usage: prefill_bench [--json FILE] [--quick] [--only NEW]  (--only: rows with NEW new tokens)
+// usage: prefill_bench [--json FILE] [--quick] [--only NEW] [--kind KIND]
+//   --only: rows with NEW new tokens; --kind: rows of one kind (causal, bidirectional, chunked,
+//   mixed), e.g. to profile one shape.
 
 #include <algorithm>
 #include <cmath>
@@ -144,6 +146,7 @@ int main(int argc, char** argv) {
   std::string json_path;
   bool quick = false;
   int only = 0;
+  std::string kind;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
       json_path = argv[++i];
@@ -151,8 +154,11 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       only = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--kind") == 0 && i + 1 < argc) {
+      kind = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: prefill_bench [--json FILE] [--quick] [--only NEW]\n");
+      std::fprintf(stderr,
+                   "usage: prefill_bench [--json FILE] [--quick] [--only NEW] [--kind KIND]\n");
       return 2;
     }
   }
@@ -168,6 +174,7 @@ int main(int argc, char** argv) {
     std::FILE* json = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
     for (const Config& c : configs()) {
       if (only > 0 && c.new_tokens != only) continue;
+      if (!kind.empty() && kind != c.kind) continue;
       const double ms = run(c, quick ? 5 : 20, rng);
       const double tflops = 4.0 * c.heads * c.head_size * visible_pairs(c) / (ms * 1e-3) / 1e12;
       std::printf("%-13s %5d %6d %7d %3d/%-2d %5d %8d %10.3f %8.1f\n", c.kind, c.batch,
