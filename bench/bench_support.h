@@ -35,6 +35,26 @@ inline void fill_random(void* device, std::size_t bytes, DType dtype, std::mt199
   }
 }
 
+/// Event timings (ms) of `iterations` runs of `run(i)`, i = 0, 1, ..., enqueued back to back
+/// on `stream` between CUDA events, with one synchronisation at the end.
+template <typename Run>
+std::vector<float> event_timings(cudaStream_t stream, int iterations, Run&& run) {
+  std::vector<Event> starts, stops;
+  for (int i = 0; i < iterations; ++i) {
+    starts.emplace_back(true);
+    stops.emplace_back(true);
+  }
+  for (int i = 0; i < iterations; ++i) {
+    starts[i].record(stream);
+    run(i);
+    stops[i].record(stream);
+  }
+  FF_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> ms;
+  for (int i = 0; i < iterations; ++i) ms.push_back(stops[i].elapsed_ms_since(starts[i]));
+  return ms;
+}
+
 /// Device-to-device copy bandwidth (4 GiB, median of 10 after 3 warm-ups), counting bytes read
 /// plus bytes written.
 inline double copy_bandwidth_tbs() {

@@ -29,6 +29,7 @@ namespace ff = freezeframe;
 namespace {
 
 using freezeframe::bench::copy_bandwidth_tbs;
+using freezeframe::bench::event_timings;
 using freezeframe::bench::fill_random;
 using freezeframe::bench::median;
 
@@ -80,15 +81,7 @@ Result run(const Row& r, std::mt19937& rng) {
                                           r.tokens, 1.0f, 1.0f, stream.get());
   };
   for (int i = 0; i < 3; ++i) write();
-  std::vector<float> ms;
-  for (int i = 0; i < 20; ++i) {
-    ff::Event start(true), stop(true);
-    start.record(stream.get());
-    write();
-    stop.record(stream.get());
-    stop.synchronize();
-    ms.push_back(stop.elapsed_ms_since(start));
-  }
+  const std::vector<float> ms = event_timings(stream.get(), 20, [&](int) { write(); });
   const std::size_t written = 2 * std::size_t(r.tokens) * row_elems * cache_elem;
   return {median(ms) * 1e3, double(2 * kv_bytes + written)};
 }

@@ -42,6 +42,7 @@ struct Result {
 constexpr std::size_t kL2Defeat = 512ull << 20;  // rotate until a run's inputs total ≥ 512 MiB
 
 using freezeframe::bench::copy_bandwidth_tbs;
+using freezeframe::bench::event_timings;
 using freezeframe::bench::fill_random;
 using freezeframe::bench::median;
 
@@ -114,19 +115,7 @@ Result run(const Config& c, int iterations, std::mt19937& rng) {
     impl->forward(layer, qv, kv_new, vv_new, kv, *metadata[i % copies], ov, stream.get());
   };
   for (int i = 0; i < 3 + copies; ++i) forward(i);
-  std::vector<ff::Event> starts, stops;
-  for (int i = 0; i < iterations; ++i) {
-    starts.emplace_back(true);
-    stops.emplace_back(true);
-  }
-  for (int i = 0; i < iterations; ++i) {
-    starts[i].record(stream.get());
-    forward(i);
-    stops[i].record(stream.get());
-  }
-  stream.synchronize();
-  std::vector<float> ms;
-  for (int i = 0; i < iterations; ++i) ms.push_back(stops[i].elapsed_ms_since(starts[i]));
+  const std::vector<float> ms = event_timings(stream.get(), iterations, forward);
   return {c, copies, median(ms) * 1e3, *std::min_element(ms.begin(), ms.end()) * 1e3, kv_bytes};
 }
 

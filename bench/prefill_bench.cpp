@@ -37,6 +37,7 @@ struct Config {
   int decodes = 0, decode_context = 0;  // the mixed row's decodes
 };
 
+using freezeframe::bench::event_timings;
 using freezeframe::bench::fill_random;
 using freezeframe::bench::median;
 
@@ -108,20 +109,7 @@ double run(const Config& c, int iterations, std::mt19937& rng) {
 
   auto forward = [&] { impl->forward(layer, qv, kv_rows, vv_rows, kv, md, ov, stream.get()); };
   for (int i = 0; i < 3; ++i) forward();
-  std::vector<ff::Event> starts, stops;
-  for (int i = 0; i < iterations; ++i) {
-    starts.emplace_back(true);
-    stops.emplace_back(true);
-  }
-  for (int i = 0; i < iterations; ++i) {
-    starts[i].record(stream.get());
-    forward();
-    stops[i].record(stream.get());
-  }
-  stream.synchronize();
-  std::vector<float> ms;
-  for (int i = 0; i < iterations; ++i) ms.push_back(stops[i].elapsed_ms_since(starts[i]));
-  return median(ms);
+  return median(event_timings(stream.get(), iterations, [&](int) { forward(); }));
 }
 
 std::vector<Config> configs() {
@@ -156,6 +144,12 @@ int main(int argc, char** argv) {
       only = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--kind") == 0 && i + 1 < argc) {
       kind = argv[++i];
+      if (kind != "causal" && kind != "bidirectional" && kind != "chunked" && kind != "mixed") {
+        std::fprintf(stderr,
+                     "prefill_bench: --kind '%s': causal, bidirectional, chunked or mixed\n",
+                     kind.c_str());
+        return 2;
+      }
     } else {
       std::fprintf(stderr,
                    "usage: prefill_bench [--json FILE] [--quick] [--only NEW] [--kind KIND]\n");

@@ -4,11 +4,10 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/core/printable.h"
+#include "freezeframe/engine/spec/input_file.h"
 #include "model/host_half.h"
 #include "model/json_value.h"
 #include "model/mapped_file.h"
@@ -22,6 +21,9 @@ using E = ErrorCode;
 // large or hostile text and exact about what is wrong. Headers are small; a larger length is a
 // corrupt file, not a checkpoint (the safetensors library caps it too).
 constexpr std::uint64_t kMaxHeaderBytes = std::uint64_t(100) << 20;
+// An index names each tensor once (about 100 bytes a tensor: DeepSeek-V3's 91k tensors take
+// 9 MB); a larger file is not one.
+constexpr std::int64_t kMaxIndexBytes = std::int64_t(64) << 20;
 
 std::uint64_t dtype_bytes(const std::string& dtype) {
   if (dtype == "F64" || dtype == "I64" || dtype == "U64") return 8;
@@ -217,11 +219,8 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& path) {
     return c;
   }
   // An index: {"metadata": {...}, "weight_map": {"tensor": "shard file", ...}}.
-  std::ifstream in(p, std::ios::binary);
-  FF_CHECK(in.good(), E::kNotFound, "cannot read safetensors index '", p.string(), "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  const JsonValue index = parse_json(text.str(), p.string());
+  const JsonValue index =
+      parse_json(read_input_file(p.string(), "safetensors index", kMaxIndexBytes), p.string());
   const JsonValue* weight_map = index.find("weight_map");
   FF_CHECK(weight_map != nullptr && weight_map->kind == JsonValue::Kind::kObject,
            E::kInvalidArgument, p.string(), ": needs a weight_map object (tensor → shard file)");

@@ -7,10 +7,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/core/printable.h"
+#include "freezeframe/engine/spec/input_file.h"
 
 namespace freezeframe {
 namespace {
@@ -105,12 +105,10 @@ void NcclGroupId::write_file(const std::string& path) const {
 }
 
 NcclGroupId NcclGroupId::read_file(const std::string& path) {
-  std::ifstream in(path);
-  FF_CHECK(in.good(), E::kNotFound, "cannot read the NCCL group id file '", printable(path), "'");
-  std::ostringstream text;
-  text << in.rdbuf();
+  // 256 hex digits and a line end; anything much longer is not an id file.
+  const std::string text = read_input_file(path, "NCCL group id", 4096);
   try {
-    return from_hex(text.str());
+    return from_hex(text);
   } catch (const Error& e) {
     FF_THROW(e.code(), printable(path), ": ", e.message());
   }

@@ -4,7 +4,11 @@
 #include <cudaTypedefs.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "freezeframe/core/device_properties.h"
 #include "freezeframe/core/error.h"
@@ -92,6 +96,27 @@ CUtensorMap encode(const TensorView& t, bool paged, DType dtype, int head_size, 
   return map;
 }
 
+/// encode(), kept by its arguments: a layer's cache is the same every step, so its maps are
+/// encoded once rather than on every launch (which eager and piecewise steps make per layer).
+CUtensorMap cached_map(const TensorView& t, bool paged, DType dtype, int head_size, int rows) {
+  // Fixed-size keys: looking one up allocates nothing (a cache view has rank 4, rows rank 3).
+  using Dims = std::array<std::int64_t, 4>;
+  using Key = std::tuple<const void*, bool, DType, int, int, Dims, Dims>;
+  FF_CHECK(t.dim() <= 4, E::kInternal, "prefill (sm_90a): keys/values of rank ", t.dim());
+  Key key{t.data(), paged, dtype, head_size, rows, {}, {}};
+  for (int d = 0; d < t.dim(); ++d) {
+    std::get<5>(key)[d] = t.size(d);
+    std::get<6>(key)[d] = t.stride(d);
+  }
+  static std::mutex mutex;
+  static std::map<Key, CUtensorMap> maps;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = maps.find(key); it != maps.end()) return it->second;
+  const CUtensorMap map = encode(t, paged, dtype, head_size, rows);
+  maps.emplace(std::move(key), map);
+  return map;
+}
+
 int block_n(int head_size) {
   int n = 0;
   kernels::with_head_size(head_size, [&]<int D>() { n = Sm90Config<D>::kBlockN; });
@@ -148,8 +173,8 @@ void launch_prefill_sm90(const PrefillParams& p, const TensorView& k, const Tens
   params.p = p;
   const int n = block_n(head_size);
   params.rows_per_copy = paged ? static_cast<int>(std::min<std::int64_t>(k.size(1), n)) : n;
-  params.k_map = encode(k, paged, dtype, head_size, params.rows_per_copy);
-  params.v_map = encode(v, paged, dtype, head_size, params.rows_per_copy);
+  params.k_map = cached_map(k, paged, dtype, head_size, params.rows_per_copy);
+  params.v_map = cached_map(v, paged, dtype, head_size, params.rows_per_copy);
   kernel<<<grid, 384, bytes, stream>>>(params);
   FF_CHECK_LAUNCH();
 }
