@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -108,8 +109,9 @@ TEST_P(EngineSampling, TokensAreTheReferenceDrawsInEveryMode) {
   for (const int n : sizes) {
     for (const bool mixed : {false, true}) {
       if ((mixed && n < 4) || (!mixed && n > limits.max_num_seqs)) continue;
-      // Prefill chunks of 2 tokens; the decodes fill the rest: n tokens in all.
-      const int prefills = mixed ? 1 + n / 16 : 0;
+      // Prefill chunks of 2 tokens; the decodes fill the rest: n tokens in all, in no more
+      // requests than the scheduler allows (each chunk takes 2 tokens for one request).
+      const int prefills = mixed ? std::max(1 + n / 16, n - limits.max_num_seqs) : 0;
       const TestBatch tb(random_shape(n - 2 * prefills, prefills, 2, 300, rng), limits.block_size,
                          limits.num_blocks, rng);
       StepBatch batch = tb.batch();

@@ -41,12 +41,25 @@ TEST(Engine, SteadyStateAllocatesNothing) {
   ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
   const AllocationCounters before = allocation_counters();
   int modes[3] = {0, 0, 0};
+  std::size_t free_seen = free_before;
   for (int i = 0; i < 3000; ++i) {
     const int decodes = std::uniform_int_distribution<int>(0, 31)(rng);
     const int prefills = decodes == 0 ? 1 : std::uniform_int_distribution<int>(0, 1)(rng);
     const TestBatch batch(random_shape(decodes, prefills, 120, 300, rng), 16,
                           engine.limits().num_blocks, rng);
-    ++modes[static_cast<int>(engine.step(batch.batch()).mode)];
+    const StepResult r = engine.step(batch.batch());
+    ++modes[static_cast<int>(r.mode)];
+    // Each step that takes device memory, named (an allocation happens as the call is made,
+    // so no synchronisation is needed to see it).
+    std::size_t free_now = 0, stack = 0;
+    ASSERT_EQ(cudaMemGetInfo(&free_now, &total), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetLimit(&stack, cudaLimitStackSize), cudaSuccess);
+    EXPECT_EQ(free_now, free_seen)
+        << "step " << i << " (" << to_string(r.mode) << ", " << r.descriptor.num_tokens
+        << " tokens, " << decodes << " decodes, " << prefills << " prefills) took "
+        << static_cast<long long>(free_seen - free_now)
+        << " bytes; the per-thread stack limit is now " << stack;
+    free_seen = free_now;
   }
   engine.synchronize();
   ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);

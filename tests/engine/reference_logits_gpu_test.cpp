@@ -11,7 +11,8 @@
 //  - tiny-qwen2: q/k/v biases and tied embeddings.
 //
 // Each prompt is prefilled in one step (the prefill kernels; its last position is compared)
-// and fed one token at a time (the decode kernels; every position is compared). The tolerance
+// and fed one token at a time (the decode kernels; every position is compared), eagerly, eagerly
+// padded as a graph would run the step, and through the graphs. The tolerance
 // is a relative L2 of 1e-2: the weights are bf16 values and the reference computes in f32 over
 // exactly them, so the difference is the engine's bf16 activations, which the script measures
 // by storing its own f32 computation in bf16 where the engine does (about half of it).
@@ -43,10 +44,12 @@ struct Case {
   const char* checkpoint;  ///< under tests/fixtures/reference/
   const char* logits;      ///< <logits>.logits.safetensors
   const char* backend;
+  const char* sharing = "across_sizes";  ///< cuda_graphs.share_piecewise_executables
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) {
-  return os << c.checkpoint << " on " << c.backend;
+  return os << c.checkpoint << " on " << c.backend << ", piecewise executables shared "
+            << c.sharing;
 }
 
 EngineSpec spec_of(const Case& c) {
@@ -56,7 +59,9 @@ EngineSpec spec_of(const Case& c) {
                            c.backend +
                            "\ncache:\n  block_size: 16\n  memory_budget: 64MiB\n"
                            "scheduler:\n  max_num_seqs: 8\n  max_num_batched_tokens: 64\n"
-                           "cuda_graphs:\n  mode: full_and_piecewise\n  max_capture_size: 64\n";
+                           "cuda_graphs:\n  mode: full_and_piecewise\n  max_capture_size: 64\n"
+                           "  share_piecewise_executables: " +
+                           c.sharing + "\n";
   // Parsed as if it lay among the fixtures: the checkpoint path is relative to them.
   return parse_spec(yaml, (reference_fixtures() / "spec.yaml").string());
 }
@@ -83,10 +88,13 @@ TEST_P(ReferenceLogits, MatchTransformersEagerAndInGraphs) {
   const std::size_t vocab = static_cast<std::size_t>(runner.vocab());
 
   // [mode][prompt]: the prefill's last logits, and every position's one token at a time.
-  std::vector<std::vector<float>> last[2], every[2];
-  const char* mode_names[2] = {"eager", "graphs"};
-  for (int m = 0; m < 2; ++m) {
-    const StepOptions options{.eager = m == 0};
+  // Eagerly as the batch is, eagerly padded as its graph would run it, through graphs.
+  constexpr int kModes = 3;
+  std::vector<std::vector<float>> last[kModes], every[kModes];
+  const char* mode_names[kModes] = {"eager", "eager padded like the graphs", "graphs"};
+  const StepOptions mode_options[kModes] = {{.eager = true}, {.eager_like_graph = true}, {}};
+  for (int m = 0; m < kModes; ++m) {
+    const StepOptions& options = mode_options[m];
     last[m] = runner.prefill(prompts, options);
     every[m] = runner.one_at_a_time(prompts, options);
     for (std::size_t p = 0; p < prompts.size(); ++p) {
@@ -117,28 +125,35 @@ TEST_P(ReferenceLogits, MatchTransformersEagerAndInGraphs) {
   // Graphs ran some steps (decodes as full graphs, prefills as pieces where a size covers them)
   // and agree with eager execution.
   EXPECT_GT(runner.modes().size(), 1u) << "every step ran eagerly";
-  for (std::size_t p = 0; p < prompts.size(); ++p) {
-    EXPECT_LE(relative_l2(last[1][p], last[0][p]), kTolerance) << "prompt " << p << " prefill";
-    EXPECT_LE(relative_l2(every[1][p], every[0][p]), kTolerance) << "prompt " << p;
+  for (int m = 1; m < kModes; ++m) {
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+      EXPECT_LE(relative_l2(last[m][p], last[0][p]), kTolerance)
+          << mode_names[m] << ", prompt " << p << " prefill";
+      EXPECT_LE(relative_l2(every[m][p], every[0][p]), kTolerance)
+          << mode_names[m] << ", prompt " << p;
+    }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Checkpoints, ReferenceLogits,
-                         ::testing::Values(Case{"tiny-llama3", "tiny-llama3", "paged_decode"},
-                                           Case{"tiny-llama3", "tiny-llama3", "reference"},
-                                           Case{"tiny-llama3.gguf", "tiny-llama3", "paged_decode"},
-                                           Case{"tiny-mistral", "tiny-mistral", "paged_decode"},
-                                           Case{"tiny-mistral", "tiny-mistral", "reference"},
-                                           Case{"tiny-qwen2", "tiny-qwen2", "paged_decode"},
-                                           Case{"tiny-qwen2", "tiny-qwen2", "reference"}),
-                         [](const auto& info) {
-                           std::string name =
-                               std::string(info.param.checkpoint) + "_" + info.param.backend;
-                           for (char& ch : name) {
-                             if (ch == '-' || ch == '.') ch = '_';
-                           }
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoints, ReferenceLogits,
+    ::testing::Values(Case{"tiny-llama3", "tiny-llama3", "paged_decode"},
+                      Case{"tiny-llama3", "tiny-llama3", "reference"},
+                      Case{"tiny-llama3.gguf", "tiny-llama3", "paged_decode"},
+                      Case{"tiny-mistral", "tiny-mistral", "paged_decode"},
+                      Case{"tiny-mistral", "tiny-mistral", "reference"},
+                      Case{"tiny-qwen2", "tiny-qwen2", "paged_decode"},
+                      Case{"tiny-qwen2", "tiny-qwen2", "reference"},
+                      Case{"tiny-llama3", "tiny-llama3", "paged_decode", "none"},
+                      Case{"tiny-llama3", "tiny-llama3", "paged_decode", "across_layers"}),
+    [](const auto& info) {
+      std::string name =
+          std::string(info.param.checkpoint) + "_" + info.param.backend + "_" + info.param.sharing;
+      for (char& ch : name) {
+        if (ch == '-' || ch == '.') ch = '_';
+      }
+      return name;
+    });
 
 }  // namespace
 }  // namespace freezeframe
