@@ -5,7 +5,9 @@
 // The process loads kernels eagerly (CUDA_MODULE_LOADING=EAGER, set before CUDA starts):
 // otherwise the driver loads a kernel's code on its first launch, and an eager step of a new
 // shape may make cuBLAS pick a kernel not launched before; that is the driver's code memory,
-// not memory the engine allocates, but it would show in the free-memory count.
+// not memory the engine allocates, but it would show in the free-memory count. The count is
+// the device's: run this test with no other process using the GPU (scripts/gpu-test runs it
+// alone).
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>

@@ -164,12 +164,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"f16", "paged_decode", 0.05f, 0.99},
                       Case{"f16", "reference", 0.05f, 0.99},
                       // bf16 rounds 8x coarser than f16: its logits move by about a tenth,
-                      // so a flip may come at a wider gap, and flips are more frequent: the
-                      // script's simulation (activations stored in bf16, f32 arithmetic)
-                      // keeps 99.14%; the engine, which also rounds the residual stream and
-                      // every GEMM's output to bf16, kept 98.78% on an H200 (every flip at a
-                      // near-tie, checked above).
-                      Case{"bf16", "paged_decode", 0.3f, 0.985}),
+                      // so a flip may come at a wider gap; the share of top-1s agreeing is held
+                      // to the same 99% (the script's bf16 simulation keeps 99.14%; the engine
+                      // kept 98.78% on an H200, every flip at a near-tie, so this case fails
+                      // until the engine's bf16 path loses less).
+                      Case{"bf16", "paged_decode", 0.3f, 0.99}),
     [](const auto& info) { return std::string(info.param.dtype) + "_" + info.param.backend; });
 
 }  // namespace
