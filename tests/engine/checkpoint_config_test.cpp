@@ -373,6 +373,35 @@ TEST(CheckpointConfig, ReadsTheEndOfSequenceTokens) {
       std::string::npos);
 }
 
+// A folder's generation_config.json adds its stop tokens to config.json's (Llama 3.1 Instruct
+// lists its end-of-turn tokens there); a malformed one is refused by file, line and field.
+TEST(CheckpointConfig, ReadsTheStopTokensOfTheGenerationConfig) {
+  namespace fs = std::filesystem;
+  using Ids = std::vector<std::int32_t>;
+  const fs::path folder = scratch_dir() / "generation_config";
+  fs::create_directories(folder);
+  fs::copy_file(kFixtures / "llama-3.1-8b" / "config.json", folder / "config.json",
+                fs::copy_options::overwrite_existing);
+  const std::string generation = (folder / "generation_config.json").string();
+  auto write = [&](const std::string& text) {
+    std::ofstream(generation, std::ios::binary | std::ios::trunc) << text;
+  };
+  write("{\n  \"bos_token_id\": 128000,\n  \"eos_token_id\": [128001, 128008, 128009]\n}\n");
+  EXPECT_EQ(read_checkpoint_config(folder.string()).eos_token_ids, (Ids{128001, 128008, 128009}));
+  write("{\n  \"eos_token_id\": 128009\n}\n");
+  EXPECT_EQ(read_checkpoint_config(folder.string()).eos_token_ids, (Ids{128001, 128009}));
+  write("{\n  \"temperature\": 0.6\n}\n");
+  EXPECT_EQ(read_checkpoint_config(folder.string()).eos_token_ids, Ids{128001});
+  write("{\n  \"eos_token_id\": [128001, 200000]\n}\n");
+  std::string m = refusal(folder.string());
+  EXPECT_NE(m.find(generation + ":2:28: eos_token_id: must be in [0, 128255], got '200000'"),
+            std::string::npos)
+      << m;
+  write("[1, 2]\n");
+  m = refusal(folder.string());
+  EXPECT_NE(m.find(generation + ": a generation config is a JSON object"), std::string::npos) << m;
+}
+
 TEST(CheckpointConfig, RefusesAnUnknownArchitectureByName) {
   const std::string json = write_text(
       "gpt2.json", "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"n_layer\": 12\n}\n");

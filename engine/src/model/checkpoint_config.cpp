@@ -146,6 +146,12 @@ std::optional<CheckpointConfig> read_config(const std::string& path,
     } else {
       config.format = CheckpointFormat::kHuggingFace;
       read_hf_config(config.config_file, config, problems);
+      // A folder's generation_config.json, when there is one, adds its stop tokens.
+      const fs::path generation = fs::path(path) / "generation_config.json";
+      if (fs::is_directory(status) && problems.size() == before &&
+          fs::exists(fs::status(generation, ec))) {
+        read_hf_generation_config(generation.string(), config, problems);
+      }
     }
   } catch (const Error& e) {
     code = e.code();

@@ -26,6 +26,10 @@ inline constexpr std::int64_t kMaxSize = 2147483647;
 /// Reads `file` (config.json text) into `config`, appending problems; `file` names it in them.
 void read_hf_config(const std::string& file, CheckpointConfig& config,
                     std::vector<std::string>& problems);
+/// Reads generation_config.json (`file`): its eos_token_id (one id or a list) joins the
+/// config's stop tokens.
+void read_hf_generation_config(const std::string& file, CheckpointConfig& config,
+                               std::vector<std::string>& problems);
 /// Reads the GGUF file's metadata (and which tensors it holds) into `config`. Throws as
 /// GgufFile::open does for a malformed file.
 void read_gguf_config(const std::string& file, CheckpointConfig& config,

@@ -5,6 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -266,12 +267,11 @@ void read_eos(JsonFields& j, const YAML::Node& root, CheckpointConfig& c) {
   }
 }
 
-}  // namespace
-
-void read_hf_config(const std::string& file, CheckpointConfig& c,
-                    std::vector<std::string>& problems) {
-  const std::string text = read_input_file(file, "checkpoint config", kMaxCheckpointConfigBytes);
-  JsonFields j(file, c, problems);
+/// The JSON object `file` holds (a config.json or generation_config.json, `what` in messages),
+/// or nothing with a problem appended.
+std::optional<YAML::Node> read_json_object(const std::string& file, const char* what, JsonFields& j,
+                                           std::vector<std::string>& problems) {
+  const std::string text = read_input_file(file, what, kMaxCheckpointConfigBytes);
   // Only an object is a config; checked first, so text that is not JSON at all (a GGUF file's
   // neighbour, a YAML document) is refused as such rather than parsed.
   const std::size_t bom = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
@@ -279,10 +279,10 @@ void read_hf_config(const std::string& file, CheckpointConfig& c,
   if (first == std::string::npos || text[first] != '{') {
     problems.push_back(problem_text(
         printable(file, 200), "",
-        "a checkpoint config is a JSON object ({...}), got " +
+        std::string("a ") + what + " is a JSON object ({...}), got " +
             (first == std::string::npos ? std::string("an empty file")
                                         : quote(std::string_view(text).substr(first, 20)))));
-    return;
+    return std::nullopt;
   }
   YAML::Node root(YAML::NodeType::Undefined);
   try {
@@ -291,12 +291,24 @@ void read_hf_config(const std::string& file, CheckpointConfig& c,
     problems.push_back(printable(file, 200) + ":" + std::to_string(e.mark.line + 1) + ":" +
                        std::to_string(e.mark.column + 1) +
                        ": JSON syntax error: " + printable(e.msg));
-    return;
+    return std::nullopt;
   }
   if (!root.IsMap()) {
-    problems.push_back(problem_text(j.where(root), "", "a checkpoint config is a JSON object"));
-    return;
+    problems.push_back(
+        problem_text(j.where(root), "", std::string("a ") + what + " is a JSON object"));
+    return std::nullopt;
   }
+  return root;
+}
+
+}  // namespace
+
+void read_hf_config(const std::string& file, CheckpointConfig& c,
+                    std::vector<std::string>& problems) {
+  JsonFields j(file, c, problems);
+  const std::optional<YAML::Node> object = read_json_object(file, "checkpoint config", j, problems);
+  if (!object) return;
+  const YAML::Node& root = *object;
 
   const std::optional<ModelFamily> family = read_family(j, root, c);
   if (!family) return;
@@ -383,6 +395,22 @@ void read_hf_config(const std::string& file, CheckpointConfig& c,
   }
   read_sliding_window(j, root, c);
   read_eos(j, root, c);
+}
+
+void read_hf_generation_config(const std::string& file, CheckpointConfig& c,
+                               std::vector<std::string>& problems) {
+  JsonFields j(file, c, problems);
+  const std::optional<YAML::Node> object = read_json_object(file, "generation config", j, problems);
+  if (!object) return;
+  // Its eos_token_id joins config.json's (instruction models often end turns at a token the
+  // base config does not list).
+  std::vector<std::int32_t> base = std::move(c.eos_token_ids);
+  c.eos_token_ids.clear();
+  read_eos(j, *object, c);
+  for (const std::int32_t id : c.eos_token_ids) {
+    if (std::find(base.begin(), base.end(), id) == base.end()) base.push_back(id);
+  }
+  c.eos_token_ids = std::move(base);
 }
 
 }  // namespace freezeframe::checkpoint_detail
