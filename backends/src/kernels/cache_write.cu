@@ -1,6 +1,6 @@
-// The cache write: new key/value rows go to their slots in the paged cache. Each thread moves
-// 8 consecutive elements of a head (16 bytes of 16-bit input) when the layouts allow it, so a
-// long prefill chunk is written at the copy bandwidth; element by element otherwise.
+// The cache write: new key/value rows go to their slots in the paged cache, 8 consecutive
+// elements of a head at a time (16 bytes of 16-bit input) when the layouts allow it, so a
+// long prefill chunk is written near the copy bandwidth; element by element otherwise.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -55,42 +55,65 @@ struct Pack8 {
   CacheT v[8];
 };
 
-// The same with 8 elements a thread: one 16-byte load of each input, one store of 8 cache
-// elements (16 bytes, or 8 for an fp8 cache).
+// The same with 8 elements an item: one 16-byte load of each input, one store of 8 cache
+// elements (16 bytes, or 8 for an fp8 cache). The step's rows are one flat range of items
+// (token, group of 8); a CTA takes kVec8Items · kVec8Threads consecutive ones, and each thread
+// issues the loads of its kVec8Items items before their stores, so enough bytes are in flight
+// to approach the copy bandwidth (one CTA per row with one item a thread reached a quarter).
+constexpr int kVec8Threads = 128;
+constexpr int kVec8Items = 4;
+
 template <typename T, typename CacheT>
-__global__ void reshape_and_cache_vec8_kernel(const __grid_constant__ CacheWriteParams p) {
-  const std::int64_t slot = p.slot_mapping[blockIdx.x];
-  if (slot < 0) return;
-  const std::int64_t block = slot / p.block_size;
-  const std::int64_t offset = slot % p.block_size;
-  const int vectors = p.num_kv_heads * p.head_size / 8;
-  for (int e = threadIdx.x; e < vectors; e += blockDim.x) {
+__global__ void __launch_bounds__(kVec8Threads)
+    reshape_and_cache_vec8_kernel(const __grid_constant__ CacheWriteParams p, int num_slots) {
+  const int vectors = p.num_kv_heads * p.head_size / 8;  // per row
+  const std::int64_t total = static_cast<std::int64_t>(num_slots) * vectors;
+  const std::int64_t first =
+      static_cast<std::int64_t>(blockIdx.x) * kVec8Threads * kVec8Items + threadIdx.x;
+  uint4 k[kVec8Items], v[kVec8Items];
+  std::int64_t dst[kVec8Items];
+#pragma unroll
+  for (int u = 0; u < kVec8Items; ++u) {
+    const std::int64_t item = first + u * kVec8Threads;
+    dst[u] = -1;
+    if (item >= total) continue;
+    const auto token = static_cast<int>(item / vectors);
+    const int e = static_cast<int>(item - static_cast<std::int64_t>(token) * vectors);
+    const std::int64_t slot = p.slot_mapping[token];
+    if (slot < 0) continue;  // padding, or a token another DCP rank owns
     const int head = e * 8 / p.head_size, d = e * 8 % p.head_size;
-    const std::int64_t dst =
-        block * p.stride_block + offset * p.stride_token + head * p.stride_head + d;
-    const uint4 k = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.key) +
-                                                    blockIdx.x * p.key_stride_token +
-                                                    head * p.key_stride_head + d);
-    const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.value) +
-                                                    blockIdx.x * p.value_stride_token +
-                                                    head * p.value_stride_head + d);
-    const T* ks = reinterpret_cast<const T*>(&k);
-    const T* vs = reinterpret_cast<const T*>(&v);
+    dst[u] = slot / p.block_size * p.stride_block + slot % p.block_size * p.stride_token +
+             head * p.stride_head + d;
+    k[u] = *reinterpret_cast<const uint4*>(
+        static_cast<const T*>(p.key) + token * p.key_stride_token + head * p.key_stride_head + d);
+    v[u] = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.value) +
+                                           token * p.value_stride_token +
+                                           head * p.value_stride_head + d);
+  }
+#pragma unroll
+  for (int u = 0; u < kVec8Items; ++u) {
+    if (dst[u] < 0) continue;
+    const T* ks = reinterpret_cast<const T*>(&k[u]);
+    const T* vs = reinterpret_cast<const T*>(&v[u]);
     Pack8<CacheT> ko, vo;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       ko.v[i] = from_float<CacheT>(to_float(ks[i]) * p.inv_k_scale);
       vo.v[i] = from_float<CacheT>(to_float(vs[i]) * p.inv_v_scale);
     }
-    *reinterpret_cast<Pack8<CacheT>*>(static_cast<CacheT*>(p.k_cache) + dst) = ko;
-    *reinterpret_cast<Pack8<CacheT>*>(static_cast<CacheT*>(p.v_cache) + dst) = vo;
+    *reinterpret_cast<Pack8<CacheT>*>(static_cast<CacheT*>(p.k_cache) + dst[u]) = ko;
+    *reinterpret_cast<Pack8<CacheT>*>(static_cast<CacheT*>(p.v_cache) + dst[u]) = vo;
   }
 }
 
 template <typename T, typename CacheT>
 void launch(const CacheWriteParams& p, bool vec8, int num_slots, cudaStream_t stream) {
   if (vec8) {
-    reshape_and_cache_vec8_kernel<T, CacheT><<<num_slots, 128, 0, stream>>>(p);
+    const std::int64_t items =
+        static_cast<std::int64_t>(num_slots) * (p.num_kv_heads * p.head_size / 8);
+    const std::int64_t per_cta = kVec8Threads * kVec8Items;
+    const auto ctas = static_cast<unsigned>((items + per_cta - 1) / per_cta);
+    reshape_and_cache_vec8_kernel<T, CacheT><<<ctas, kVec8Threads, 0, stream>>>(p, num_slots);
   } else {
     reshape_and_cache_kernel<T, CacheT><<<num_slots, 128, 0, stream>>>(p);
   }
