@@ -1,5 +1,7 @@
 #include "freezeframe/graphs/shared_executables.h"
 
+#include <cuda.h>
+
 #include <string>
 
 #include "freezeframe/core/error.h"
@@ -54,7 +56,64 @@ std::string describe_node(cudaGraphNode_t node) {
   }
 }
 
+/// The function a kernel node runs: the runtime's handle, or for a node a library launched
+/// through the driver (cuBLAS), the driver's function or library kernel; null when neither
+/// says.
+const void* kernel_function(cudaGraphNode_t node) {
+  cudaKernelNodeParams params{};
+  if (cudaGraphKernelNodeGetParams(node, &params) == cudaSuccess && params.func != nullptr) {
+    return params.func;
+  }
+  (void)cudaGetLastError();
+  using GetParams = CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2*);
+  static const GetParams get = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuGraphKernelNodeGetParams", &fn, 12000,
+                                         cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return GetParams{nullptr};
+    }
+    return reinterpret_cast<GetParams>(fn);
+  }();
+  CUDA_KERNEL_NODE_PARAMS_v2 driver{};
+  if (get == nullptr || get(reinterpret_cast<CUgraphNode>(node), &driver) != CUDA_SUCCESS) {
+    return nullptr;
+  }
+  if (driver.func != nullptr) return driver.func;
+  return driver.kern;
+}
+
 }  // namespace
+
+std::vector<SharedExecutables::KernelKey> SharedExecutables::kernel_keys(const CudaGraph& graph) {
+  std::size_t count = 0;
+  FF_CUDA_CHECK(cudaGraphGetNodes(graph.get(), nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  FF_CUDA_CHECK(cudaGraphGetNodes(graph.get(), nodes.data(), &count));
+  std::vector<KernelKey> keys;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    FF_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    if (type != cudaGraphNodeTypeKernel) continue;
+    KernelKey key;
+    key.function = kernel_function(node);
+    // Unknown function: a key no other graph's node has, so the graph shares with none.
+    if (key.function == nullptr) key.function = node;
+    cudaLaunchAttributeValue cluster{};
+    if (cudaGraphKernelNodeGetAttribute(node, cudaLaunchAttributeClusterDimension, &cluster) ==
+        cudaSuccess) {
+      key.cluster[0] = cluster.clusterDim.x;
+      key.cluster[1] = cluster.clusterDim.y;
+      key.cluster[2] = cluster.clusterDim.z;
+    } else {
+      (void)cudaGetLastError();  // no launch attribute: the kernel's own cluster shape, if any
+    }
+    keys.push_back(key);
+  }
+  return keys;
+}
 
 bool SharedExecutables::try_update(int e, int handle, bool group_latest) {
   Executable& x = executables_[e];
@@ -77,6 +136,7 @@ bool SharedExecutables::try_update(int e, int handle, bool group_latest) {
 int SharedExecutables::add(int group, CudaGraph graph, cudaStream_t stream) {
   FF_CHECK(!graph.empty(), ErrorCode::kInvalidArgument, "SharedExecutables::add of an empty graph");
   const std::size_t nodes = graph.node_count();
+  std::vector<KernelKey> kernels = kernel_keys(graph);
   const int handle = static_cast<int>(graphs_.size());
   graphs_.push_back({std::move(graph), -1});
   // The executable the group's previous graph joined fits most often (a decoder's middle
@@ -89,8 +149,14 @@ int SharedExecutables::add(int group, CudaGraph graph, cudaStream_t stream) {
     return handle;
   };
   auto fits = [&](int e, bool group_latest) {
-    return executables_[e].group == group && executables_[e].nodes == nodes &&
-           try_update(e, handle, group_latest);
+    const Executable& x = executables_[e];
+    if (x.group != group || x.nodes != nodes) return false;
+    if (x.kernels != kernels) {
+      ++refusals_[std::string(group_latest ? "by the group's latest executable: " : "") +
+                  "a kernel's function or cluster shape differs"];
+      return false;
+    }
+    return try_update(e, handle, group_latest);
   };
   if (first >= 0 && fits(first, true)) return join(first);
   for (int e = 0; e < num_executables(); ++e) {
@@ -101,6 +167,7 @@ int SharedExecutables::add(int group, CudaGraph graph, cudaStream_t stream) {
   x.exec.upload(stream);
   x.group = group;
   x.nodes = nodes;
+  x.kernels = std::move(kernels);
   x.holds = handle;
   executables_.push_back(std::move(x));
   return join(num_executables() - 1);

@@ -2,10 +2,12 @@
 // Executables shared by graphs of one shape.
 //
 // A piece of the model captured for every batch size, or a decoder's middle piece captured for
-// every layer, gives graphs that differ only in their nodes' parameters (grid sizes, pointers,
-// cuBLAS kernel choice), and each executable costs device memory (measured on the H200: about
-// 110 KiB each, plus 3 KiB a kernel node, 5 KiB a cuBLAS GEMM node). Graphs added under one
-// group share an executable whenever cudaGraphExecUpdate accepts them; launching a graph that
+// every layer, gives graphs that often differ only in their nodes' parameters (grid sizes,
+// pointers), and each executable costs device memory (measured on the H200: about 110 KiB
+// each, plus 3 KiB a kernel node, 5 KiB a cuBLAS GEMM node). Graphs added under one group share
+// an executable when every kernel node runs the same function with the same cluster shape and
+// cudaGraphExecUpdate accepts them (a batch size for which cuBLAS picks other kernels gets an
+// executable of its own: see KernelKey); launching a graph that
 // its executable does not hold updates the executable first (tens of µs for a dozen nodes),
 // launching the one it holds costs a plain launch. Updates leave launches already enqueued
 // untouched, so nothing waits for the device. A graph of another shape is told apart by the
@@ -51,11 +53,24 @@ class SharedExecutables {
   void clear();
 
  private:
+  /// What an update must not change in a kernel node, node by node in the graph's order: its
+  /// function and its cluster shape. cudaGraphExecUpdate accepts a kernel node whose function
+  /// changed, but executables so updated from one batch size's cuBLAS kernels to another's
+  /// computed wrong results on the H200 (CUDA 13.0; tests/engine/reference_logits_gpu_test),
+  /// so a graph joins an executable only when an update changes its arguments and grids alone.
+  struct KernelKey {
+    const void* function = nullptr;
+    unsigned cluster[3] = {0, 0, 0};
+    bool operator==(const KernelKey&) const = default;
+  };
+  static std::vector<KernelKey> kernel_keys(const CudaGraph& graph);
+
   struct Executable {
     GraphExec exec;
     int group = 0;
-    std::size_t nodes = 0;  ///< a graph of another node count cannot fit
-    int holds = -1;         ///< handle of the graph the executable was last set to; −1 unknown
+    std::size_t nodes = 0;           ///< a graph of another node count cannot fit
+    std::vector<KernelKey> kernels;  ///< those of the graph it was made from
+    int holds = -1;  ///< handle of the graph the executable was last set to; −1 unknown
   };
   struct Entry {
     CudaGraph graph;
