@@ -19,6 +19,27 @@ __global__ void add_kernel(float* data, int n, float value) {
   if (i < n) data[i] += value;
 }
 
+__global__ void scale_kernel(float* data, int n, float value) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) data[i] *= value;
+}
+
+// The add kernel launched in clusters of two CTAs (a launch attribute, not the kernel's own).
+void add_in_clusters(cudaStream_t stream, float* data, int n, float value) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(2 * ((n + 255) / 256));
+  config.blockDim = dim3(128);
+  config.stream = stream;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = 2;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  FF_CUDA_CHECK(cudaLaunchKernelEx(&config, add_kernel, data, n, value));
+}
+
 /// `kernels` launches of data[0, n) += value, each over its own grid.
 CudaGraph capture_adds(cudaStream_t stream, float* data, int n, float value, int kernels) {
   return capture_graph(stream, [&] {
@@ -71,6 +92,40 @@ TEST(SharedExecutables, GraphsOfOneShapeShareAndEachLaunchRunsItsOwnParameters) 
   const std::vector<float> got = read(data, kMax);
   for (int x = 0; x < kMax; ++x) ASSERT_EQ(got[x], expected[x]) << "element " << x;
   EXPECT_GT(shared.updates(), 0);
+}
+
+// Graphs of one topology whose kernel nodes run other functions, or the same function in other
+// clusters, get executables of their own (CUDA would update one into the other), and each
+// launch computes what its own graph says.
+TEST(SharedExecutables, GraphsOfOtherKernelsOrClustersDoNotShare) {
+  FF_REQUIRE_GPU();
+  const Stream stream = Stream::create();
+  constexpr int n = 1024;
+  DeviceBuffer data(n * sizeof(float));
+  auto* p = static_cast<float*>(data.data());
+  SharedExecutables shared;
+  const int add = shared.add(0, capture_adds(stream.get(), p, n, 1.f, 1), stream.get());
+  const int scale = shared.add(0, capture_graph(stream.get(), [&] {
+                                 scale_kernel<<<n / 128, 128, 0, stream.get()>>>(p, n, 3.f);
+                               }),
+                               stream.get());
+  const int clustered = shared.add(
+      0, capture_graph(stream.get(), [&] { add_in_clusters(stream.get(), p, n, 5.f); }),
+      stream.get());
+  const int add_again = shared.add(0, capture_adds(stream.get(), p, n, 2.f, 1), stream.get());
+  EXPECT_EQ(shared.num_graphs(), 4);
+  EXPECT_EQ(shared.num_executables(), 3) << "only the two plain adds may share";
+  bool differs = false;
+  for (const auto& [reason, count] : shared.refusals()) {
+    differs |= reason.find("function or cluster shape differs") != std::string::npos;
+  }
+  EXPECT_TRUE(differs) << "the refusals name the kernels that differ";
+
+  FF_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), stream.get()));
+  // ((0 + 1) · 3 + 5 + 2) · 3 + 1 = 31.
+  for (const int g : {add, scale, clustered, add_again, scale, add}) shared.launch(g, stream.get());
+  stream.synchronize();
+  for (const float v : read(data, n)) ASSERT_EQ(v, 31.f);
 }
 
 TEST(SharedExecutables, RelaunchingTheHeldGraphNeedsNoUpdate) {
