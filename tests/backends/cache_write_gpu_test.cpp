@@ -119,17 +119,15 @@ TEST_P(CacheWrite, MatchesHostWriteAndLeavesOtherSlotsAlone) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, CacheWrite,
-    ::testing::Values(WriteCase{"bf16_one_token", DType::kBF16, DType::kBF16, 1, 8, 128, false},
-                      WriteCase{"bf16_fused_37", DType::kBF16, DType::kBF16, 37, 8, 128, true},
-                      WriteCase{"f16_515", DType::kF16, DType::kF16, 515, 2, 64, false},
-                      WriteCase{"bf16_fused_d256_300", DType::kBF16, DType::kBF16, 300, 4, 256,
-                                true},
-                      WriteCase{"bf16_fused_2049", DType::kBF16, DType::kBF16, 2049, 8, 128, true},
-                      WriteCase{"bf16_to_fp8_fused_777", DType::kBF16, DType::kFp8E4M3, 777, 8,
-                                128, true},
-                      WriteCase{"f16_to_fp8_33", DType::kF16, DType::kFp8E4M3, 33, 1, 64, false},
-                      WriteCase{"bf16_d20_elementwise_45", DType::kBF16, DType::kBF16, 45, 3, 20,
-                                true}),
+    ::testing::Values(
+        WriteCase{"bf16_one_token", DType::kBF16, DType::kBF16, 1, 8, 128, false},
+        WriteCase{"bf16_fused_37", DType::kBF16, DType::kBF16, 37, 8, 128, true},
+        WriteCase{"f16_515", DType::kF16, DType::kF16, 515, 2, 64, false},
+        WriteCase{"bf16_fused_d256_300", DType::kBF16, DType::kBF16, 300, 4, 256, true},
+        WriteCase{"bf16_fused_2049", DType::kBF16, DType::kBF16, 2049, 8, 128, true},
+        WriteCase{"bf16_to_fp8_fused_777", DType::kBF16, DType::kFp8E4M3, 777, 8, 128, true},
+        WriteCase{"f16_to_fp8_33", DType::kF16, DType::kFp8E4M3, 33, 1, 64, false},
+        WriteCase{"bf16_d20_elementwise_45", DType::kBF16, DType::kBF16, 45, 3, 20, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

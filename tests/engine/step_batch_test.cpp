@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/runtime/step_batch.h"
@@ -155,6 +160,108 @@ TEST(StepBatch, MetadataIsPaddedWithEmptyRequestsAndSkippedSlots) {
   EXPECT_EQ(m.slot_mapping()[2], 0 * 16 + 4) << "position 20 is block c[1] = 0, offset 4";
   for (int row = 12; row < 16; ++row) EXPECT_EQ(m.slot_mapping()[row], -1) << row;
   EXPECT_THROW(StepMetadata(f.batch(), shape, 16, 11, 3), Error);
+}
+
+// Each DCP rank's view of a decode step against brute force over every position: a rank's
+// sequence length counts the positions it holds ((p div I) mod D), its positions fill the
+// physical blocks of the virtual block table's ids in order (the k-th position it holds sits
+// at offset k of the table's block k div block_size), the new token's slot is there on its
+// owner and −1 elsewhere, and every position has exactly one owner; many (D, I, block size).
+TEST(StepBatch, EachDcpRankSeesItsShardOfADecodeStep) {
+  std::mt19937 rng(5);
+  for (const int world : {1, 2, 3, 4, 8}) {
+    for (const int block : {1, 4, 16}) {
+      for (const int interleave : {1, 2, 4, 16}) {
+        if (block % interleave != 0) continue;
+        const DcpSharding dcp{world, interleave, block};
+        DeploymentLimits l = limits();
+        l.block_size = block;
+        l.max_model_len = 300;
+        l.num_blocks = 4096;  // 8 tables of up to 300 ids (blocks of 1, one rank)
+        // Decodes of random lengths, some shorter than D · I (empty shards), over distinct ids.
+        std::vector<std::vector<std::int32_t>> tables;
+        std::vector<std::int32_t> ids(4096);
+        std::iota(ids.begin(), ids.end(), 0);
+        std::shuffle(ids.begin(), ids.end(), rng);
+        std::size_t next = 0;
+        StepBatch batch;
+        std::vector<int> lengths;
+        std::uniform_int_distribution<int> length(1, 300);
+        for (int r = 0; r < 8; ++r) {
+          lengths.push_back(r < 2 ? 1 + r : length(rng));
+          const auto blocks = static_cast<std::size_t>(dcp.table_width(lengths.back()));
+          tables.emplace_back(ids.begin() + next, ids.begin() + next + blocks);
+          next += blocks;
+        }
+        for (int r = 0; r < 8; ++r) batch.requests.push_back({1, lengths[r], tables[r]});
+        const StepShape shape = validate_step(batch, l, dcp);
+        std::vector<std::vector<int>> owners(8);
+        for (int r = 0; r < 8; ++r) owners[r].assign(lengths[r], 0);
+        for (int rank = 0; rank < world; ++rank) {
+          StepMetadata m;
+          m.assign(batch, shape, dcp, rank, 8, 8);
+          for (int r = 0; r < 8; ++r) {
+            SCOPED_TRACE("D " + std::to_string(world) + ", I " + std::to_string(interleave) +
+                         ", block " + std::to_string(block) + ", rank " + std::to_string(rank) +
+                         ", request " + std::to_string(r) + " of length " +
+                         std::to_string(lengths[r]));
+            int held = 0;
+            std::int64_t want_slot = -1;
+            for (int p = 0; p < lengths[r]; ++p) {
+              if ((p / interleave) % world != rank) continue;
+              ++owners[r][p];
+              if (p == lengths[r] - 1) {
+                want_slot = std::int64_t(tables[r][held / block]) * block + held % block;
+              }
+              ++held;
+            }
+            ASSERT_EQ(m.seq_lens()[r], held);
+            ASSERT_EQ(m.slot_mapping()[r], want_slot);
+            ASSERT_EQ(m.block_table_rows()[r].data(), tables[r].data());
+          }
+        }
+        for (int r = 0; r < 8; ++r) {
+          for (int p = 0; p < lengths[r]; ++p) ASSERT_EQ(owners[r][p], 1) << r << " " << p;
+        }
+      }
+    }
+  }
+}
+
+// Under DCP a step's block tables count virtual blocks, a slot mapping is refused (each rank
+// derives its own), and a prefill row is refused by the rank's view (not sharded yet).
+TEST(StepBatch, DcpStepsAreCheckedInVirtualBlocks) {
+  const DcpSharding dcp{4, 2, 16};
+  DeploymentLimits l = limits();
+  const std::vector<std::int32_t> one = {3};
+  StepBatch b;
+  b.requests = {{1, 64, one}};  // 64 positions: one virtual block of 4 · 16
+  EXPECT_EQ(validate_step(b, l, dcp).num_reqs, 1);
+  b.requests = {{1, 65, one}};
+  std::string m;
+  try {
+    (void)validate_step(b, l, dcp);
+  } catch (const Error& e) {
+    m = e.message();
+  }
+  EXPECT_NE(m.find("request 0: seq_len 65 needs 2 blocks of 64 (virtual blocks of the DCP "
+                   "ranks), its block table has 1"),
+            std::string::npos)
+      << m;
+  b.requests = {{1, 64, one}};
+  const std::vector<std::int64_t> slots = {5};
+  b.slot_mapping = slots;
+  EXPECT_THROW((void)validate_step(b, l, dcp), Error);
+  b.slot_mapping = {};
+  b.requests = {{4, 64, one}};
+  const StepShape prefill = validate_step(b, l, dcp);
+  StepMetadata meta;
+  try {
+    meta.assign(b, prefill, dcp, 0, 4, 1);
+    ADD_FAILURE() << "a prefill row was sharded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+  }
 }
 
 }  // namespace

@@ -105,13 +105,14 @@ TEST(SharedExecutables, GraphsOfOtherKernelsOrClustersDoNotShare) {
   auto* p = static_cast<float*>(data.data());
   SharedExecutables shared;
   const int add = shared.add(0, capture_adds(stream.get(), p, n, 1.f, 1), stream.get());
-  const int scale = shared.add(0, capture_graph(stream.get(), [&] {
-                                 scale_kernel<<<n / 128, 128, 0, stream.get()>>>(p, n, 3.f);
-                               }),
-                               stream.get());
-  const int clustered = shared.add(
-      0, capture_graph(stream.get(), [&] { add_in_clusters(stream.get(), p, n, 5.f); }),
-      stream.get());
+  const int scale =
+      shared.add(0,
+                 capture_graph(stream.get(),
+                               [&] { scale_kernel<<<n / 128, 128, 0, stream.get()>>>(p, n, 3.f); }),
+                 stream.get());
+  const int clustered =
+      shared.add(0, capture_graph(stream.get(), [&] { add_in_clusters(stream.get(), p, n, 5.f); }),
+                 stream.get());
   const int add_again = shared.add(0, capture_adds(stream.get(), p, n, 2.f, 1), stream.get());
   EXPECT_EQ(shared.num_graphs(), 4);
   EXPECT_EQ(shared.num_executables(), 3) << "only the two plain adds may share";

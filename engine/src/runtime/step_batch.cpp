@@ -23,10 +23,23 @@ std::int64_t slot_of(const StepRequest& r, std::int32_t pos, const BlockSize& bl
 
 StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
                         bool check_block_ids) {
+  return validate_step(batch, limits, DcpSharding{1, 1, limits.block_size}, check_block_ids);
+}
+
+StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
+                        const DcpSharding& dcp, bool check_block_ids) {
+  FF_CHECK(dcp.world >= 1 && dcp.interleave >= 1 && dcp.block_size == limits.block_size &&
+               dcp.block_size % dcp.interleave == 0,
+           E::kInvalidArgument, "DCP layout of ", dcp.world, " ranks, interleave ", dcp.interleave,
+           ", blocks of ", dcp.block_size, " does not fit cache.block_size ", limits.block_size);
+  FF_CHECK(dcp.world == 1 || batch.slot_mapping.empty(), E::kInvalidArgument,
+           "a step under decode context parallelism (", dcp.world,
+           " ranks) cannot give a slot mapping: each rank derives its own");
   const int num_reqs = static_cast<int>(batch.requests.size());
   FF_CHECK(num_reqs >= 1 && num_reqs <= limits.max_num_seqs, E::kInvalidArgument, "a step has ",
            num_reqs, " requests; it needs 1 to max_num_seqs = ", limits.max_num_seqs);
   const BlockSize block_size(limits.block_size);
+  const std::int64_t virtual_block = dcp.virtual_block_size();
   StepShape shape;
   shape.num_reqs = num_reqs;
   bool decodes_over = false;
@@ -43,10 +56,11 @@ StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
     } else {
       decodes_over = true;
     }
-    const int needed = block_size.blocks(r.seq_len);
+    const int needed = static_cast<int>((r.seq_len + virtual_block - 1) / virtual_block);
     FF_CHECK(static_cast<std::int64_t>(r.block_ids.size()) >= needed, E::kInvalidArgument,
              "request ", i, ": seq_len ", r.seq_len, " needs ", needed, " blocks of ",
-             limits.block_size, ", its block table has ", r.block_ids.size());
+             virtual_block, dcp.world > 1 ? " (virtual blocks of the DCP ranks)" : "",
+             ", its block table has ", r.block_ids.size());
     // One branch-free (vectorisable) pass over the ids, as this runs every step; the message
     // needs a second.
     int outside = 0;
@@ -111,14 +125,24 @@ StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
 
 void StepMetadata::assign(const StepBatch& batch, const StepShape& shape, int block_size_tokens,
                           int padded_tokens, int padded_reqs) {
+  assign(batch, shape, DcpSharding{1, 1, block_size_tokens}, 0, padded_tokens, padded_reqs);
+}
+
+void StepMetadata::assign(const StepBatch& batch, const StepShape& shape, const DcpSharding& dcp,
+                          int dcp_rank, int padded_tokens, int padded_reqs) {
   const int num_reqs = shape.num_reqs;
-  const BlockSize block_size(block_size_tokens);
+  FF_CHECK(dcp_rank >= 0 && dcp_rank < dcp.world, E::kInvalidArgument, "DCP rank ", dcp_rank,
+           " of ", dcp.world);
+  FF_CHECK(dcp.world == 1 || shape.num_decodes == num_reqs, E::kUnsupported,
+           "a step with prefill rows under decode context parallelism (", dcp.world,
+           " ranks): only decodes are sharded so far");
   FF_CHECK(padded_tokens >= shape.num_tokens && padded_reqs >= num_reqs, E::kInvalidArgument,
            "cannot pad a step of ", shape.num_tokens, " tokens and ", num_reqs, " requests to ",
            padded_tokens, " tokens and ", padded_reqs, " requests");
+  const std::int64_t virtual_block = dcp.virtual_block_size();
   int stride = 1;
   for (const StepRequest& r : batch.requests) {
-    stride = std::max(stride, block_size.blocks(r.seq_len));
+    stride = std::max(stride, static_cast<int>((r.seq_len + virtual_block - 1) / virtual_block));
   }
   block_table_stride_ = stride;
   num_tokens_ = padded_tokens;
@@ -130,12 +154,13 @@ void StepMetadata::assign(const StepBatch& batch, const StepShape& shape, int bl
   int row = 0;
   for (int i = 0; i < num_reqs; ++i) {
     const StepRequest& r = batch.requests[i];
-    seq_lens_[i] = r.seq_len;
+    seq_lens_[i] =
+        static_cast<std::int32_t>(dcp_rank_tokens(r.seq_len, dcp.world, dcp.interleave, dcp_rank));
     query_start_loc_[i + 1] = query_start_loc_[i] + r.query_len;
     rows_[i] = r.block_ids;
     for (std::int32_t pos = r.seq_len - r.query_len; pos < r.seq_len; ++pos, ++row) {
-      slot_mapping_[row] =
-          batch.slot_mapping.empty() ? slot_of(r, pos, block_size) : batch.slot_mapping[row];
+      slot_mapping_[row] = batch.slot_mapping.empty() ? dcp.slot(r.block_ids.data(), pos, dcp_rank)
+                                                      : batch.slot_mapping[row];
     }
   }
   for (int i = num_reqs; i < padded_reqs; ++i) query_start_loc_[i + 1] = query_start_loc_[i];

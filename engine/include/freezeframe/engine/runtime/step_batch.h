@@ -53,6 +53,11 @@ struct StepShape {
 /// that changed since the last step).
 [[nodiscard]] StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
                                       bool check_block_ids = true);
+/// The same under decode context parallelism: the block tables are the scheduler's virtual
+/// blocks (`dcp.virtual_block_size()` positions each, DcpSharding), and the slots are each
+/// rank's own, so a step may not give a slot mapping when dcp.world > 1.
+[[nodiscard]] StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
+                                      const DcpSharding& dcp, bool check_block_ids = true);
 
 /// Host metadata of a validated step (`shape` is what validate_step said of it), padded to
 /// `padded_tokens` rows and `padded_reqs` requests (see Note [Padding a step]); its spans stay
@@ -68,6 +73,15 @@ class StepMetadata {
   /// Rebuilds it for another step, reusing its memory (the serving loop's steady state).
   void assign(const StepBatch& batch, const StepShape& shape, int block_size, int padded_tokens,
               int padded_reqs);
+  /// The step as DCP rank `dcp_rank` of `dcp` attends it (validate_step with `dcp` said the
+  /// shape): every query, each request's sequence length the positions this rank holds
+  /// (its shard: the attention's partial output and LSE are merged across ranks), the virtual
+  /// block tables as given (each rank keeps the same ids in its own pool, where its positions
+  /// of a virtual block fill the block of that id in order), and a new token's slot on this
+  /// rank or −1 where another rank holds it. Decode rows only when dcp.world > 1: a prefill
+  /// chunk's new tokens attend each other, which a shard does not see.
+  void assign(const StepBatch& batch, const StepShape& shape, const DcpSharding& dcp, int dcp_rank,
+              int padded_tokens, int padded_reqs);
 
   [[nodiscard]] CommonAttentionMetadata common() const;
   [[nodiscard]] std::span<const std::int32_t> query_start_loc() const { return query_start_loc_; }
