@@ -27,6 +27,10 @@ std::string_view to_string(FinishReason reason) {
 }
 
 ContinuousBatcher::ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool)
+    : ContinuousBatcher(limits, pool, DcpSharding{1, 1, limits.block_size}) {}
+
+ContinuousBatcher::ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool,
+                                     const DcpSharding& dcp)
     : limits_(limits), pool_(pool) {
   FF_CHECK(limits.max_num_seqs > 0 && limits.max_num_batched_tokens >= limits.max_num_seqs,
            ErrorCode::kInvalidArgument,
@@ -39,6 +43,12 @@ ContinuousBatcher::ContinuousBatcher(const DeploymentLimits& limits, BlockPool& 
            limits.max_model_len);
   FF_CHECK(limits.block_size > 0, ErrorCode::kInvalidArgument,
            "the batcher needs a positive cache.block_size, got ", limits.block_size);
+  FF_CHECK(dcp.block_size == limits.block_size && dcp.world >= 1 && dcp.interleave >= 1 &&
+               limits.block_size % dcp.interleave == 0 && dcp.virtual_block_size() <= INT32_MAX,
+           ErrorCode::kInvalidArgument, "the batcher's DCP layout (", dcp.world,
+           " ranks, interleave ", dcp.interleave, ", blocks of ", dcp.block_size,
+           ") does not fit cache.block_size ", limits.block_size);
+  tokens_per_block_ = static_cast<int>(dcp.virtual_block_size());
 }
 
 Admission ContinuousBatcher::add(int id, std::int32_t prompt_tokens, std::int32_t output_tokens) {
@@ -88,8 +98,7 @@ Admission ContinuousBatcher::queue(std::unique_ptr<Request> r) {
   const std::int64_t most_output = limits_.max_model_len - r->prompt + 1;
   const Admission admission = r->output > most_output ? Admission::kOutputCut : Admission::kQueued;
   r->output = static_cast<std::int32_t>(std::min<std::int64_t>(r->output, most_output));
-  const std::int32_t blocks =
-      blocks_for(r->prompt + std::max(0, r->output - 1), limits_.block_size);
+  const std::int32_t blocks = blocks_for(r->prompt + std::max(0, r->output - 1), tokens_per_block_);
   // Its longest sequence must fit the whole cache; blocks are taken as it grows.
   if (blocks > pool_.num_blocks()) return Admission::kCacheTooSmall;
   r->target = r->prompt;
@@ -111,7 +120,7 @@ std::int32_t ContinuousBatcher::token_at(const Request& r, std::int32_t p) const
 }
 
 bool ContinuousBatcher::grow(Request& r, std::int32_t tokens) {
-  const std::int32_t needed = blocks_for(r.computed + tokens, limits_.block_size) -
+  const std::int32_t needed = blocks_for(r.computed + tokens, tokens_per_block_) -
                               static_cast<std::int32_t>(r.blocks.size());
   while (needed > pool_.num_free()) {
     // Free the latest admitted request not in this step, to recompute it later.
@@ -173,7 +182,7 @@ const StepBatch* ContinuousBatcher::schedule() {
     Request& next = *waiting_.front();
     const std::int32_t chunk = std::min(budget, next.target - next.computed);
     // Admission preempts nobody: it waits for blocks instead.
-    if (blocks_for(chunk, limits_.block_size) > pool_.num_free()) break;
+    if (blocks_for(chunk, tokens_per_block_) > pool_.num_free()) break;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
     run(*running_.back(), chunk);

@@ -25,7 +25,8 @@ struct LoopResult {
 
 /// Drives the batcher to completion, checking every step against the step validation.
 LoopResult drive(ContinuousBatcher& batcher, BlockPool& pool, const DeploymentLimits& limits,
-                 const std::vector<TraceRequest>& trace) {
+                 const std::vector<TraceRequest>& trace, int dcp_world = 1) {
+  const DcpSharding dcp{dcp_world, 1, limits.block_size};
   DeploymentLimits step_limits = limits;
   step_limits.num_blocks = pool.num_blocks();
   LoopResult run;
@@ -47,12 +48,14 @@ LoopResult drive(ContinuousBatcher& batcher, BlockPool& pool, const DeploymentLi
       now = trace[next].arrival_s;  // idle until the next arrival
       continue;
     }
-    const StepShape shape = validate_step(*step, step_limits);  // throws on any broken rule
+    const StepShape shape = validate_step(*step, step_limits, dcp);  // throws on a broken rule
     run.tokens += shape.num_tokens;
     // No block is in two requests' tables.
     std::set<std::int32_t> used;
     for (const StepRequest& r : step->requests) {
-      for (std::int32_t b = 0; b < blocks_for(r.seq_len, limits.block_size); ++b) {
+      const auto blocks = static_cast<std::int32_t>(dcp.table_width(r.seq_len));
+      EXPECT_EQ(r.block_ids.size(), static_cast<std::size_t>(blocks)) << "blocks as it grows";
+      for (std::int32_t b = 0; b < blocks; ++b) {
         EXPECT_TRUE(used.insert(r.block_ids[b]).second) << "block " << r.block_ids[b] << " twice";
       }
     }
@@ -118,6 +121,33 @@ TEST(ContinuousBatcher, RunsEveryRequestToCompletionAndFreesEveryBlock) {
   EXPECT_EQ(pool.num_free(), 400) << "every block back in the pool";
   EXPECT_EQ(batcher.num_running() + batcher.num_waiting(), 0);
   EXPECT_EQ(run.tokens, expected);
+}
+
+// Under decode context parallelism a block of the pool is a virtual block of block_size · D
+// positions: the same trace runs to completion over tables a quarter as long at D = 4, every
+// step valid in virtual blocks, and a sequence the pool cannot hold at D = 1 fits at D = 4.
+TEST(ContinuousBatcher, CountsVirtualBlocksUnderDecodeContextParallelism) {
+  std::mt19937 rng(13);
+  std::vector<TraceRequest> trace;
+  for (int i = 0; i < 200; ++i) {
+    trace.push_back({i * 0.01, static_cast<std::int32_t>(1 + rng() % 500),
+                     static_cast<std::int32_t>(rng() % 60)});
+  }
+  const DeploymentLimits limits{
+      .max_num_seqs = 16, .max_num_batched_tokens = 256, .max_model_len = 512, .block_size = 16};
+  BlockPool pool(100);
+  ContinuousBatcher batcher(limits, pool, DcpSharding{4, 1, 16});
+  const LoopResult run = drive(batcher, pool, limits, trace, 4);
+  EXPECT_EQ(run.finished.size(), trace.size());
+  EXPECT_EQ(pool.num_free(), 100) << "every block back in the pool";
+
+  BlockPool small(8);  // 128 positions at D = 1, 512 at D = 4
+  ContinuousBatcher one(limits, small);
+  EXPECT_EQ(one.add(0, 300, 10), Admission::kCacheTooSmall);
+  ContinuousBatcher four(limits, small, DcpSharding{4, 1, 16});
+  EXPECT_EQ(four.add(0, 300, 10), Admission::kQueued);
+  EXPECT_THROW(ContinuousBatcher(limits, small, DcpSharding{4, 1, 32}), Error)
+      << "a layout of other blocks than the cache's";
 }
 
 // A pool far too small for the load: blocks are taken as sequences grow, the latest admitted

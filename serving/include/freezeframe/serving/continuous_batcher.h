@@ -58,6 +58,11 @@ class ContinuousBatcher {
   /// Schedules within `limits` (scheduler.max_num_seqs, max_num_batched_tokens, max_model_len,
   /// cache.block_size) over `pool`, which must outlive the batcher.
   ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool);
+  /// The same for ranks under decode context parallelism: a block of `pool` is a virtual block
+  /// of dcp.virtual_block_size() positions (each rank keeps its share of it in its own block
+  /// of that id), so the pool holds dcp.world times the tokens; the steps validate with
+  /// validate_step(step, limits, dcp).
+  ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool, const DcpSharding& dcp);
 
   /// Queues a request that has arrived, unless it cannot run (a prompt longer than
   /// max_model_len, or a sequence larger than the whole cache); an output that would run past
@@ -129,6 +134,7 @@ class ContinuousBatcher {
 
   DeploymentLimits limits_;
   BlockPool& pool_;
+  int tokens_per_block_ = 0;  ///< block_size, times the DCP ranks (virtual blocks)
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> running_;  // admission order
   std::vector<Request*> step_order_;
