@@ -1,8 +1,9 @@
 #pragma once
 // Communicator: the collectives tensor- and decode-context-parallel ranks run, each enqueued on
 // a stream and capturable in a CUDA graph (every pointer a rank passes is a plan buffer, fixed
-// for the engine's life). Counts are elements of `dtype`; sums are taken in the dtype's own
-// arithmetic as NCCL does. Every rank of a group calls the same collectives in the same order.
+// for the engine's life). Counts are elements of `dtype`. Sums of 16-bit values may differ
+// between implementations in the last place (NCCL adds in the dtype, LocalGroup in f32). Every
+// rank of a group calls the same collectives in the same order.
 
 #include <cuda_runtime_api.h>
 

@@ -1,0 +1,46 @@
+#pragma once
+// LocalGroup: the ranks of a tensor- or decode-context-parallel deployment run as threads of one
+// process on one GPU, so a deployment of T ranks can be tried, and every path of it tested, on a
+// single device.
+//
+// Each rank has its own host thread, stream and graphs, and calls the same collectives in the
+// same order as the others, as NCCL ranks do. A collective meets the other ranks once on the
+// host, when it is enqueued (eagerly or while a graph is captured), to learn their buffers'
+// addresses; the kernel each rank then enqueues reads and writes the other ranks' buffers
+// directly (one GPU, one address space) and waits for them through flags in device memory, each
+// of its blocks counting its collectives in a device counter, so a replayed graph runs them with
+// no host involved. The flags (a few KiB) are the group's own allocation, made once.
+//
+// Sums are taken in f32 and rounded once to the dtype (NCCL adds 16-bit values in their own
+// type), so 16-bit results may differ from NCCL's in the last place.
+
+#include <memory>
+
+#include "freezeframe/engine/runtime/communicator.h"
+
+namespace freezeframe {
+
+class LocalGroup {
+ public:
+  /// The largest group: a deployment of more ranks than this on one GPU is no trial of anything.
+  static constexpr int kMaxRanks = 8;
+
+  /// A group of `world_size` ranks on the current CUDA device (kInvalidArgument outside
+  /// [1, kMaxRanks]).
+  explicit LocalGroup(int world_size);
+  ~LocalGroup();
+  LocalGroup(const LocalGroup&) = delete;
+  LocalGroup& operator=(const LocalGroup&) = delete;
+
+  [[nodiscard]] int world_size() const;
+  /// Rank r's communicator, valid while the group lives. Each rank's collectives are called
+  /// from its own host thread: a collective returns once every rank has called it.
+  [[nodiscard]] Communicator& rank(int r);
+
+  struct State;  ///< the ranks' meeting place and the device flags (local_group.cpp)
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace freezeframe
