@@ -27,8 +27,8 @@ namespace freezeframe {
 namespace {
 
 enum class Op { kAllGather, kReduceScatter, kAllReduce, kAllReduceInPlace, kAllToAll };
-constexpr Op kOps[] = {Op::kAllGather, Op::kReduceScatter, Op::kAllReduce,
-                       Op::kAllReduceInPlace, Op::kAllToAll};
+constexpr Op kOps[] = {Op::kAllGather, Op::kReduceScatter, Op::kAllReduce, Op::kAllReduceInPlace,
+                       Op::kAllToAll};
 
 /// Elements each rank sends for `op` with a per-rank block of `count`.
 std::size_t send_elements(Op op, std::size_t count, int world) {
@@ -72,11 +72,15 @@ struct Rank {
 void run(Communicator& comm, Op op, Rank& rank, std::size_t count, DType dtype) {
   const cudaStream_t s = rank.stream.get();
   switch (op) {
-    case Op::kAllGather: comm.all_gather(rank.send.data(), rank.recv.data(), count, dtype, s); break;
+    case Op::kAllGather:
+      comm.all_gather(rank.send.data(), rank.recv.data(), count, dtype, s);
+      break;
     case Op::kReduceScatter:
       comm.reduce_scatter(rank.send.data(), rank.recv.data(), count, dtype, s);
       break;
-    case Op::kAllReduce: comm.all_reduce(rank.send.data(), rank.recv.data(), count, dtype, s); break;
+    case Op::kAllReduce:
+      comm.all_reduce(rank.send.data(), rank.recv.data(), count, dtype, s);
+      break;
     case Op::kAllReduceInPlace:
       comm.all_reduce(rank.send.data(), rank.send.data(), count, dtype, s);
       break;
@@ -143,9 +147,8 @@ TEST_P(LocalGroupRanks, EveryCollectiveEagerlyAndReplayedFromGraphs) {
       auto fill = [&](Op op) {
         std::vector<HostTensor> sends;
         for (int r = 0; r < world; ++r) {
-          sends.emplace_back(dtype,
-                             std::initializer_list<std::int64_t>{
-                                 static_cast<std::int64_t>(send_elements(op, count, world))});
+          sends.emplace_back(dtype, std::initializer_list<std::int64_t>{static_cast<std::int64_t>(
+                                        send_elements(op, count, world))});
           testing::fill_normal(sends.back(), rng);
           FF_CUDA_CHECK(cudaMemcpyAsync(ranks[r].send.data(), sends.back().data(),
                                         sends.back().bytes(), cudaMemcpyHostToDevice,
@@ -165,7 +168,8 @@ TEST_P(LocalGroupRanks, EveryCollectiveEagerlyAndReplayedFromGraphs) {
           ranks[r].stream.synchronize();
         });
         for (int r = 0; r < world; ++r) {
-          check(op, count, world, r, dtype, ranks[r], sends, what + ", op " + std::to_string(int(op)));
+          check(op, count, world, r, dtype, ranks[r], sends,
+                what + ", op " + std::to_string(int(op)));
         }
       }
 
@@ -173,9 +177,8 @@ TEST_P(LocalGroupRanks, EveryCollectiveEagerlyAndReplayedFromGraphs) {
       for (const Op op : kOps) {
         std::vector<GraphExec> graphs(world);
         on_every_rank(world, [&](int r) {
-          graphs[r] = GraphExec(capture_graph(ranks[r].stream.get(), [&] {
-            run(group.rank(r), op, ranks[r], count, dtype);
-          }));
+          graphs[r] = GraphExec(capture_graph(
+              ranks[r].stream.get(), [&] { run(group.rank(r), op, ranks[r], count, dtype); }));
         });
         for (int replay = 0; replay < 3; ++replay) {
           const std::vector<HostTensor> sends = fill(op);
@@ -183,8 +186,7 @@ TEST_P(LocalGroupRanks, EveryCollectiveEagerlyAndReplayedFromGraphs) {
           for (int r = 0; r < world; ++r) ranks[r].stream.synchronize();
           for (int r = 0; r < world; ++r) {
             check(op, count, world, r, dtype, ranks[r], sends,
-                  what + ", op " + std::to_string(int(op)) + ", replay " +
-                      std::to_string(replay));
+                  what + ", op " + std::to_string(int(op)) + ", replay " + std::to_string(replay));
           }
         }
       }

@@ -88,7 +88,8 @@ __device__ float sum_of(const Collective& c, std::size_t i) {
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) collective_kernel(const __grid_constant__ Collective c) {
+__global__ void __launch_bounds__(kThreads)
+    collective_kernel(const __grid_constant__ Collective c) {
   __shared__ std::uint32_t epoch;
   if (threadIdx.x == 0) epoch = c.epochs[c.rank * kMaxBlocks + blockIdx.x] + 1;
   __syncthreads();
@@ -148,8 +149,8 @@ void launch(const Collective& collective, cudaStream_t stream) {
     case DType::kBF16: collective_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(c); break;
     case DType::kF16: collective_kernel<__half><<<blocks, kThreads, 0, stream>>>(c); break;
     default:
-      FF_CHECK(!reduces || c.dtype == DType::kF32, ErrorCode::kUnsupported,
-               "local group: sums of ", name_of(c.dtype), " (f32, bf16 or f16 only)");
+      FF_CHECK(!reduces || c.dtype == DType::kF32, ErrorCode::kUnsupported, "local group: sums of ",
+               name_of(c.dtype), " (f32, bf16 or f16 only)");
       collective_kernel<float><<<blocks, kThreads, 0, stream>>>(c);  // copies move any dtype
       break;
   }
