@@ -1,6 +1,6 @@
 // freezeframe bench SPEC.yaml [--batches 1,8,64,256] [--context 1024] [--iterations N]
 //                  [--prefill BxN,...] [--prefill-context C]
-//                  [--backend NAME] [--device-memory SIZE] [--json FILE]
+//                  [--sample] [--backend NAME] [--device-memory SIZE] [--json FILE]
 // Decode-step latency of a spec's engine per batch size, run eagerly, with piecewise graphs and
 // with full graphs: every request a single-token decode over `context` tokens of KV cache
 // (shuffled blocks). Each figure is the median over N steps of CUDA events around one step
@@ -11,6 +11,8 @@
 // the stream instead. Also the capture time and the graphs' memory.
 // Prefill steps (--prefill): B requests of N new tokens after C cached ones, timed eagerly and
 // in the graph mode the dispatcher runs them in, with their model TFLOP/s (step_flops.h).
+// With --sample the engine draws each request's next token on the device (temperature 0.8,
+// top-k 50, top-p 0.95), and the op breakdown shows the draw's cost per step.
 
 #include <cuda_runtime_api.h>
 
@@ -39,7 +41,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: freezeframe bench SPEC.yaml [--batches LIST] [--context N] [--iterations N]\n"
-    "                         [--prefill LIST] [--prefill-context C]\n"
+    "                         [--prefill LIST] [--prefill-context C] [--sample]\n"
     "                         [--backend NAME] [--device-memory SIZE] [--json FILE]\n"
     "  --batches LIST     decode batch sizes (default 1,8,64,256; none when only --prefill\n"
     "                     is given)\n"
@@ -51,6 +53,8 @@ constexpr const char* kUsage =
     "                     model TFLOP/s\n"
     "  --prefill-context C  tokens cached before the new ones of each prefill request\n"
     "                     (default 0)\n"
+    "  --sample           the engine samples each request's next token on the device\n"
+    "                     (temperature 0.8, top-k 50, top-p 0.95, a seed per request)\n"
     "  --backend NAME     run every layer's attention on this backend\n"
     "  --device-memory    device memory the plan assumes (default: the GPU's free memory)\n"
     "  --json FILE        writes the figures as JSON (decode rows in \"results\", prefill\n"
@@ -65,9 +69,10 @@ double median(std::vector<double> v) {
 struct DecodeBatch {
   std::vector<std::vector<std::int32_t>> blocks;
   std::vector<std::int32_t> tokens;
+  std::vector<SamplingParams> sampling;
   StepBatch batch;
 
-  DecodeBatch(int b, int context, const DeploymentLimits& limits, std::mt19937& rng) {
+  DecodeBatch(int b, int context, const DeploymentLimits& limits, bool sample, std::mt19937& rng) {
     const int per_request = (context + limits.block_size - 1) / limits.block_size;
     FF_CHECK(std::int64_t(b) * per_request <= limits.num_blocks, ErrorCode::kInvalidArgument,
              "batch ", b, " at context ", context, " needs ", std::int64_t(b) * per_request,
@@ -82,6 +87,10 @@ struct DecodeBatch {
     }
     for (int r = 0; r < b; ++r) batch.requests.push_back({1, context, blocks[r]});
     batch.token_ids = tokens;
+    if (sample) {
+      for (int r = 0; r < b; ++r) sampling.push_back({0.8f, 50, 0.95f, std::uint64_t(r)});
+      batch.sampling = sampling;
+    }
   }
 };
 
@@ -266,7 +275,7 @@ std::vector<int> parse_list(std::string_view flag, std::string_view text) {
 
 /// A decode row: every mode, the host times and the breakdown.
 Row time_decode(Engine& engine, int b, int context, int iterations, std::mt19937& rng) {
-  const DecodeBatch decode(b, context, engine.limits(), rng);
+  const DecodeBatch decode(b, context, engine.limits(), engine.samples(), rng);
   Row row;
   row.batch = b;
   const Dispatch dispatch = engine.dispatcher().dispatch(b, b, true);
@@ -308,6 +317,7 @@ PrefillRow time_prefill(Engine& engine, const PrefillShape& shape, int context, 
 
 struct BenchFigures {
   int context = 0, prefill_context = 0, iterations = 0;
+  bool sample = false;
   double weight_bytes = 0.0;
   std::vector<Row> decode;
   std::vector<PrefillRow> prefill;
@@ -317,7 +327,9 @@ void write_json(const std::string& path, const Engine& engine, const BenchFigure
   std::ofstream out(path);
   FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", path, "'");
   const CaptureReport& report = engine.capture_report();
-  out << "{\n  \"spec\": \"" << json_escape(engine.spec().source) << "\",\n  \"model\": \""
+  out << "{\n  \"spec\": \"" << json_escape(engine.spec().source)
+      << "\",\n  \"sample_tokens\": " << (engine.samples() ? "true" : "false")
+      << ",\n  \"model\": \""
       << json_escape(engine.spec().model.name) << "\",\n  \"backend\": \""
       << json_escape(engine.spec().model.layers.front().backend)
       << "\",\n  \"context\": " << f.context << ",\n  \"iterations\": " << f.iterations
@@ -383,6 +395,8 @@ int run_bench(Args args) {
       f.iterations = static_cast<int>(parse_count(a, take_value(args, i)));
     } else if (a == "--prefill") {
       prefill = parse_prefill_shapes(a, take_value(args, i));
+    } else if (a == "--sample") {
+      f.sample = true;
     } else if (a == "--prefill-context") {
       f.prefill_context =
           static_cast<int>(parse_whole(a, take_value(args, i), 0, std::numeric_limits<int>::max()));
@@ -402,6 +416,7 @@ int run_bench(Args args) {
   require_usable_gpu();
   EngineOptions options;
   options.device_memory = device_memory(common.device_bytes).bytes;
+  options.sample_tokens = f.sample;
   Engine engine(std::move(spec), options);
   const CaptureReport& report = engine.capture_report();
   FF_CHECK(report.failure.empty(), ErrorCode::kCudaError, "capture failed: ", report.failure);
@@ -412,11 +427,12 @@ int run_bench(Args args) {
   const MemoryRegion* weights = engine.plan().find("weights");
   f.weight_bytes = weights != nullptr ? static_cast<double>(weights->bytes) : 0.0;
 
-  std::printf("spec %s (%s), backend %s, context %d, %d iterations; graph mode %.*s\n",
+  std::printf("spec %s (%s), backend %s, context %d, %d iterations; graph mode %.*s%s\n",
               engine.spec().source.c_str(), engine.spec().model.name.c_str(),
               engine.spec().model.layers.front().backend.c_str(), f.context, f.iterations,
               int(to_string(engine.dispatcher().mode()).size()),
-              to_string(engine.dispatcher().mode()).data());
+              to_string(engine.dispatcher().mode()).data(),
+              f.sample ? "; tokens sampled on the device" : "");
   std::printf(
       "capture: %zu descriptors, %d graphs on %d executables in %.1f ms (warm-up %.1f ms "
       "of it); graph memory %.2f MiB (kernels loaded by the warm-up: %.2f MiB)\n",

@@ -76,6 +76,9 @@ foreach(command bench capture plan)
   check(RC 2 ARGS ${command} ERR "no spec file given" "usage: freezeframe ${command}")
 endforeach()
 
+# bench offers drawing the tokens on the device (the sampler's cost per step).
+check(RC 0 ARGS bench --help OUT "--sample" "top-k 50")
+
 # Malformed values are usage errors too.
 check(RC 2 ARGS plan ${spec} --device-memory ERR "--device-memory needs a value")
 check(RC 2 ARGS plan ${spec} --device-memory 80parsecs ERR "'80parsecs' is not a size")
