@@ -329,8 +329,7 @@ void write_json(const std::string& path, const Engine& engine, const BenchFigure
   const CaptureReport& report = engine.capture_report();
   out << "{\n  \"spec\": \"" << json_escape(engine.spec().source)
       << "\",\n  \"sample_tokens\": " << (engine.samples() ? "true" : "false")
-      << ",\n  \"model\": \""
-      << json_escape(engine.spec().model.name) << "\",\n  \"backend\": \""
+      << ",\n  \"model\": \"" << json_escape(engine.spec().model.name) << "\",\n  \"backend\": \""
       << json_escape(engine.spec().model.layers.front().backend)
       << "\",\n  \"context\": " << f.context << ",\n  \"iterations\": " << f.iterations
       << ",\n  \"capture_total_ms\": " << report.total_ms
