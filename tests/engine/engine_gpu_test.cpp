@@ -16,6 +16,7 @@
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/runtime/engine.h"
+#include "freezeframe/engine/runtime/local_group.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "support/gpu.h"
 
@@ -398,12 +399,30 @@ TEST(Engine, UnsupportedSpecsAreRefusedWithTheField) {
     Engine engine(
         parse_spec(tiny_spec("paged_decode", "  max_capture_size: 16\n") + "tp:\n  world_size: 2\n",
                    "tiny.yaml"));
-    FAIL() << "a tensor-parallel spec was accepted";
+    FAIL() << "a tensor-parallel spec without its ranks' communicator was accepted";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("tiny.yaml:"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("tp.world_size"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("one GPU rank"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("each rank's communicator"), std::string::npos)
+        << e.what();
+  }
+  // A group of another size: refused before anything is built (no collective is called).
+  LocalGroup three(3);
+  EngineOptions options;
+  options.communicator = &three.rank(0);
+  try {
+    Engine engine(
+        parse_spec(tiny_spec("paged_decode", "  max_capture_size: 16\n") + "tp:\n  world_size: 2\n",
+                   "tiny.yaml"),
+        options);
+    FAIL() << "a communicator of 3 ranks was taken for 2";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("tp.world_size: 2 ranks, but the communicator's group "
+                                         "has 3"),
+              std::string::npos)
+        << e.what();
   }
 }
 

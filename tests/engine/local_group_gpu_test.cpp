@@ -21,6 +21,7 @@
 #include "freezeframe/engine/runtime/local_group.h"
 #include "freezeframe/graphs/cuda_graph.h"
 #include "support/gpu.h"
+#include "support/on_every_rank.h"
 #include "support/random.h"
 
 namespace freezeframe {
@@ -88,24 +89,7 @@ void run(Communicator& comm, Op op, Rank& rank, std::size_t count, DType dtype) 
   }
 }
 
-/// Runs body(rank) on one thread per rank; rethrows the first rank's exception.
-void on_every_rank(int world, const std::function<void(int)>& body) {
-  std::vector<std::exception_ptr> errors(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-}
+using testing::on_every_rank;
 
 /// Checks what rank `r` received (its recv, or its send for the in-place all-reduce).
 void check(Op op, std::size_t count, int world, int r, DType dtype, const Rank& rank,

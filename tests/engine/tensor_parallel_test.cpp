@@ -3,12 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/model/model_program.h"
@@ -239,6 +241,100 @@ dcp:
     EXPECT_EQ(views.kv_caches[0].size(d), shape[d]) << "dim " << d;
   }
   EXPECT_EQ(plan.kv_cache.deployment_tokens, plan.kv_cache.num_blocks * 16 * 2);
+}
+
+// Every weight of a rank is a block of the whole weight (weight_shard): over the T ranks the
+// blocks along the split axis cover the whole extent, each index by as many ranks as replicate
+// it (KV heads past their number), and the other axis is whole. Checked for every weight of
+// dense models with split and replicated KV heads, Qwen2's biases and tied embeddings, and the
+// vocabulary's padding.
+void expect_shards_tile_the_whole(const std::string& config, int t) {
+  SCOPED_TRACE(config + ", T = " + std::to_string(t));
+  const EngineSpec whole_spec = with_parallel(config, 1, 1);
+  const EngineSpec spec = with_parallel(config, t, 1);
+  const ModelProgram whole = build_model_program(whole_spec);
+  const ModelProgram rank = build_model_program(spec);
+  ASSERT_EQ(whole.weights.size(), rank.weights.size());
+  for (std::size_t w = 0; w < rank.weights.size(); ++w) {
+    const ProgramWeight& weight = rank.weights[w];
+    SCOPED_TRACE(weight.name);
+    ASSERT_EQ(weight.name, whole.weights[w].name);
+    const std::vector<std::int64_t>& full = whole.weights[w].shape;
+    ASSERT_EQ(weight.shape.size(), full.size());
+    std::vector<int> covered;  // ranks holding each index along the split axis
+    int axis = -2;
+    for (int r = 0; r < t; ++r) {
+      const WeightShard part = weight_shard(spec, weight.name, r);
+      if (axis == -2) axis = part.axis;
+      ASSERT_EQ(part.axis, axis) << "every rank splits a weight along the same axis";
+      if (axis < 0) {
+        EXPECT_EQ(weight.shape, full) << "replicated weights are whole";
+        continue;
+      }
+      const auto a = static_cast<std::size_t>(std::min<int>(axis, int(full.size()) - 1));
+      ASSERT_EQ(part.whole, full[a]);
+      for (std::size_t d = 0; d < full.size(); ++d) {
+        if (d != a) EXPECT_EQ(weight.shape[d], full[d]) << "the other axis is whole";
+      }
+      covered.resize(static_cast<std::size_t>(part.whole), 0);
+      ASSERT_GE(part.offset, 0);
+      for (std::int64_t i = part.offset; i < part.offset + weight.shape[a]; ++i) {
+        // The vocabulary's last block may reach past the whole: padding rows.
+        if (i < part.whole) ++covered[static_cast<std::size_t>(i)];
+      }
+    }
+    if (axis < 0) continue;
+    const int each = covered.empty() ? 0 : covered[0];
+    EXPECT_GE(each, 1);
+    for (std::size_t i = 0; i < covered.size(); ++i) {
+      ASSERT_EQ(covered[i], each) << "index " << i << " of the whole weight";
+    }
+  }
+}
+
+TEST(TensorParallel, EachRanksWeightsAreBlocksThatTileTheWhole) {
+  for (const int t : {2, 4, 8, 16}) expect_shards_tile_the_whole("llama-3.1-8b.yaml", t);
+  for (const int t : {2, 4}) expect_shards_tile_the_whole("qwen2.5-7b.yaml", t);
+  // Llama's 8 KV heads over 16 ranks: rank r keeps head r div 2.
+  const EngineSpec spec = with_parallel("llama-3.1-8b.yaml", 16, 1);
+  const WeightShard k = weight_shard(spec, "layers.5.self_attn.k_proj", 13);
+  EXPECT_EQ(k.axis, 0);
+  EXPECT_EQ(k.offset, 6 * 128);
+  EXPECT_EQ(k.whole, 8 * 128);
+  const WeightShard o = weight_shard(spec, "layers.5.self_attn.o_proj", 13);
+  EXPECT_EQ(o.axis, 1) << "row-parallel: its input columns";
+  EXPECT_EQ(o.offset, 13 * 2 * 128);
+  EXPECT_EQ(weight_shard(spec, "layers.5.input_layernorm", 13).axis, -1);
+  EXPECT_THROW((void)weight_shard(spec, "layers.5.self_attn.k_proj", 16), Error);
+}
+
+TEST(TensorParallel, TheProgramSumsPartialsAndGathersTheLogits) {
+  // One all_reduce after the embedding and after each o_proj and down_proj; the LM head's
+  // vocabulary rows gathered into the logits before the sample; none of it at T = 1.
+  const ModelProgram one = build_model_program(with_parallel("llama-3.1-8b.yaml", 1, 1));
+  const ModelProgram four = build_model_program(with_parallel("llama-3.1-8b.yaml", 4, 1));
+  auto count = [](const ModelProgram& p, OpKind kind) {
+    return std::count_if(p.ops.begin(), p.ops.end(),
+                         [&](const ProgramOp& op) { return op.kind == kind; });
+  };
+  EXPECT_EQ(count(one, OpKind::kAllReduce), 0);
+  EXPECT_EQ(count(one, OpKind::kGatherLogits), 0);
+  EXPECT_EQ(count(four, OpKind::kAllReduce), 1 + 2 * 32);
+  EXPECT_EQ(four.ops.size(), one.ops.size() + 1 + 2 * 32 + 1);
+  for (std::size_t i = 1; i < four.ops.size(); ++i) {
+    const OpKind before = four.ops[i - 1].kind;
+    const bool partial = before == OpKind::kEmbedding || before == OpKind::kOProjResidual ||
+                         before == OpKind::kDownProjResidual;
+    EXPECT_EQ(four.ops[i].kind == OpKind::kAllReduce, partial) << "op " << i;
+  }
+  const auto gather = std::find_if(four.ops.begin(), four.ops.end(), [](const ProgramOp& op) {
+    return op.kind == OpKind::kGatherLogits;
+  });
+  ASSERT_NE(gather, four.ops.end());
+  EXPECT_EQ((gather - 1)->kind, OpKind::kLmHead);
+  EXPECT_EQ((gather + 1)->kind, OpKind::kSample);
+  EXPECT_EQ(four.tensors[gather->reads[0]].name, "logits_shard");
+  EXPECT_EQ(four.tensors[gather->writes[1]].name, "logits");
 }
 
 }  // namespace

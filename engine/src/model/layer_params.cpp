@@ -20,7 +20,7 @@ std::vector<float> alibi_slopes(int num_heads) {
   return slopes;
 }
 
-AttentionParams attention_params(const EngineSpec& spec, int layer) {
+AttentionParams attention_params(const EngineSpec& spec, int layer, int tp_rank) {
   const ModelSpec& model = spec.model;
   const LayerSpec& l = model.layers.at(layer);
   AttentionParams params;
@@ -35,9 +35,11 @@ AttentionParams attention_params(const EngineSpec& spec, int layer) {
   params.logits_soft_cap = l.logits_soft_cap;
   if (l.sliding_window > 0) params.sliding_window = l.sliding_window;
   if (l.alibi) {
-    // Rank 0's heads: the first of the model's slopes.
-    params.alibi_slopes = alibi_slopes(model.num_heads);
-    params.alibi_slopes.resize(shard.attention_heads);
+    // The heads this rank attends: its own, or with DCP its group's (consecutive ranks).
+    const std::vector<float> all = alibi_slopes(model.num_heads);
+    const int dcp = spec.dcp.world_size;
+    const auto first = static_cast<std::ptrdiff_t>(tp_rank / dcp * dcp * shard.query_heads);
+    params.alibi_slopes.assign(all.begin() + first, all.begin() + first + shard.attention_heads);
   }
   if (l.kv_sharing_target >= 0) {
     params.kv_sharing_target_layer_name = "layers." + std::to_string(l.kv_sharing_target);

@@ -32,7 +32,8 @@ using namespace detail;
 struct EmbeddingParams {
   const void* table;
   std::int64_t table_stride;
-  std::int64_t vocab;
+  std::int64_t vocab;     // rows of table
+  std::int64_t first_id;  // the id of table's first row
   const std::int32_t* token_ids;
   void* out;
   std::int64_t out_stride;
@@ -43,7 +44,7 @@ struct EmbeddingParams {
 template <typename T, int kVec>
 __global__ void embedding_kernel(const __grid_constant__ EmbeddingParams p) {
   const int row = blockIdx.x;
-  const std::int64_t id = p.token_ids[row];
+  const std::int64_t id = p.token_ids[row] - p.first_id;
   const bool valid = id >= 0 && id < p.vocab;
   const T* src = static_cast<const T*>(p.table) + (valid ? id : 0) * p.table_stride;
   T* dst = static_cast<T*>(p.out) + row * p.out_stride;
@@ -192,6 +193,9 @@ struct FillParams {
   std::int64_t numel;
   std::uint64_t key;  // splitmix64_mix(seed)
   float lo, span;     // value = fma(span, u, lo)
+  // Element i of the block is element first + (i div cols) · whole_cols + i mod cols of the
+  // whole tensor (cols = whole_cols, first = 0: the whole tensor).
+  std::int64_t cols, whole_cols, first;
 };
 
 constexpr std::uint64_t kGolden = 0x9E3779B97F4A7C15ull;
@@ -208,6 +212,8 @@ __host__ __device__ __forceinline__ std::uint64_t splitmix64_mix(std::uint64_t z
 // on every device.
 template <typename T>
 __device__ __forceinline__ T uniform_value(const FillParams& p, std::int64_t i) {
+  if (p.cols != p.whole_cols) i = (i / p.cols) * p.whole_cols + i % p.cols;
+  i += p.first;
   const std::uint64_t h = splitmix64_mix(p.key + static_cast<std::uint64_t>(i) * kGolden);
   const float u = static_cast<float>(h >> 40) * 0x1.0p-24f;
   return from_float<T>(__fmaf_rn(p.span, u, p.lo));
@@ -253,7 +259,7 @@ void launch_fill(const FillParams& p, cudaStream_t stream) {
 // Entry points
 
 void embedding(const TensorView& table, const std::int32_t* token_ids, int rows,
-               const TensorView& out, cudaStream_t stream) {
+               const TensorView& out, cudaStream_t stream, std::int64_t first_id) {
   constexpr const char* fn = "embedding";
   check_rows_arg(fn, "rows", rows);
   const std::int64_t width = check_matrix(fn, "table", table, 0, false);
@@ -269,6 +275,7 @@ void embedding(const TensorView& table, const std::int32_t* token_ids, int rows,
   p.table = table.data();
   p.table_stride = table.stride(0);
   p.vocab = table.size(0);
+  p.first_id = first_id;
   p.token_ids = token_ids;
   p.out = out.data();
   p.out_stride = out.stride(0);
@@ -418,6 +425,13 @@ void add_bias(const TensorView& y, const TensorView& bias, int rows, cudaStream_
 
 void fill_uniform(const TensorView& t, std::uint64_t seed, float lo, float hi,
                   cudaStream_t stream) {
+  const std::int64_t cols = t.defined() && t.dim() > 0 ? t.size(t.dim() - 1) : 1;
+  fill_uniform_block(t, seed, lo, hi, cols, 0, 0, stream);
+}
+
+void fill_uniform_block(const TensorView& t, std::uint64_t seed, float lo, float hi,
+                        std::int64_t whole_cols, std::int64_t first_row, std::int64_t first_col,
+                        cudaStream_t stream) {
   using E = ErrorCode;
   constexpr const char* fn = "fill_uniform";
   FF_CHECK(t.defined() && t.is_cuda(), E::kInvalidArgument, fn, ": needs a device tensor, got ",
@@ -429,6 +443,11 @@ void fill_uniform(const TensorView& t, std::uint64_t seed, float lo, float hi,
            E::kInvalidArgument, fn, ": needs finite lo ≤ hi, got [", lo, ", ", hi, ")");
   const std::int64_t numel = t.numel();
   if (numel == 0) return;
+  // A vector is one row; a matrix's columns are its last dimension.
+  const std::int64_t cols = t.dim() > 0 ? t.size(t.dim() - 1) : 1;
+  FF_CHECK(first_row >= 0 && first_col >= 0 && first_col + cols <= whole_cols, E::kInvalidArgument,
+           fn, ": the block of ", t.describe(), " at (", first_row, ", ", first_col,
+           ") does not fit a tensor ", whole_cols, " columns wide");
 
   FillParams p{};
   p.data = t.data();
@@ -436,6 +455,9 @@ void fill_uniform(const TensorView& t, std::uint64_t seed, float lo, float hi,
   p.key = splitmix64_mix(seed);
   p.lo = lo;
   p.span = hi - lo;
+  p.cols = cols;
+  p.whole_cols = whole_cols;
+  p.first = first_row * whole_cols + first_col;
   switch (t.dtype()) {
     case DType::kF32: return launch_fill<float>(p, stream);
     case DType::kBF16: return launch_fill<__nv_bfloat16>(p, stream);

@@ -14,10 +14,11 @@
 
 namespace freezeframe::model_kernels {
 
-/// out[r, :] = table[token_ids[r], :] for r < rows. table [vocab, width]; out [≥ rows, width]
-/// (row stride may exceed width). Ids outside [0, vocab) give a zero row.
+/// out[r, :] = table[token_ids[r] − first_id, :] for r < rows. table [n, width] holds the rows
+/// of ids [first_id, first_id + n) (a tensor-parallel rank's vocabulary shard); out [≥ rows,
+/// width] (row stride may exceed width). Ids outside them give a zero row.
 void embedding(const TensorView& table, const std::int32_t* token_ids, int rows,
-               const TensorView& out, cudaStream_t stream);
+               const TensorView& out, cudaStream_t stream, std::int64_t first_id = 0);
 
 /// out[r, :] = in[r, :] / sqrt(mean(in[r, :]²) + eps) · weight for r < rows. in, out
 /// [≥ rows, width] (each may have a row stride larger than width, e.g. a slice of a wider
@@ -53,5 +54,12 @@ void add_bias(const TensorView& y, const TensorView& bias, int rows, cudaStream_
 /// lo + (hi − lo)·u(seed, i), u a counter-based hash in [0, 1). The same (seed, i) gives the
 /// same value on every run and device.
 void fill_uniform(const TensorView& t, std::uint64_t seed, float lo, float hi, cudaStream_t stream);
+
+/// The same fill of a part of a larger tensor: t [rows, cols] is the block of a row-major
+/// [·, whole_cols] tensor starting at (first_row, first_col), and each element gets the value
+/// it has in that tensor's fill_uniform (a tensor-parallel rank's shard of the whole weight).
+void fill_uniform_block(const TensorView& t, std::uint64_t seed, float lo, float hi,
+                        std::int64_t whole_cols, std::int64_t first_row, std::int64_t first_col,
+                        cudaStream_t stream);
 
 }  // namespace freezeframe::model_kernels

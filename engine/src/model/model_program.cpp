@@ -25,6 +25,8 @@ std::string_view to_string(OpKind kind) {
     case OpKind::kFinalNorm: return "final_norm";
     case OpKind::kLmHead: return "lm_head";
     case OpKind::kSample: return "sample";
+    case OpKind::kAllReduce: return "all_reduce";
+    case OpKind::kGatherLogits: return "gather_logits";
   }
   return "unknown";
 }
@@ -115,6 +117,10 @@ class ProgramBuilder {
     return {out, tensor(prefix(l) + "attn_lse", shard_.attention_heads, l, TensorHome::kActivation,
                         DType::kF32)};
   }
+  /// Over T ranks, the residual stream summed after an op that wrote partial sums.
+  void all_reduce(int layer, int hidden) {
+    if (shard_.world > 1) op(OpKind::kAllReduce, layer, {hidden}, {hidden});
+  }
   void attention_block(int l, int hidden);
   void mla_block(int l, int hidden);
   void mlp_block(int l, int hidden);
@@ -135,6 +141,7 @@ ModelProgram ProgramBuilder::build() {
   const std::int64_t vocab_rows = shard_.vocab_rows;
   const int embed = weight("embed_tokens", {vocab_rows, h}, -1);
   op(OpKind::kEmbedding, -1, {token_ids}, {hidden}, {embed});
+  all_reduce(-1, hidden);
   positions_ = positions;  // read by rope / MLA attention
   for (int l = 0; l < model_.num_layers; ++l) {
     if (model_.is_mla()) {
@@ -154,15 +161,18 @@ ModelProgram ProgramBuilder::build() {
   const int logits =
       tensor("logits", model_.vocab_size, -1, TensorHome::kOutput, DType::kF32, Rows::kSequences);
   const int lm_head = model_.tie_word_embeddings ? embed : weight("lm_head", {vocab_rows, h}, -1);
-  // Over T ranks the LM head writes this rank's vocabulary rows, then gathers every rank's
-  // into the logits (the padding rows dropped).
-  std::vector<int> lm_writes = {logits};
-  if (shard_.world > 1) {
-    lm_writes.insert(lm_writes.begin(),
-                     tensor("logits_shard", vocab_rows, -1, TensorHome::kActivation, DType::kF32,
-                            Rows::kSequences));
+  // Over T ranks the LM head writes this rank's vocabulary rows, then every rank's are
+  // gathered (rank-major) and laid side by side into the logits, the padding rows dropped.
+  if (shard_.world == 1) {
+    op(OpKind::kLmHead, -1, {normed}, {logits}, {lm_head});
+  } else {
+    const int shard = tensor("logits_shard", vocab_rows, -1, TensorHome::kActivation, DType::kF32,
+                             Rows::kSequences);
+    op(OpKind::kLmHead, -1, {normed}, {shard}, {lm_head});
+    const int gathered = tensor("logits_gathered", shard_.padded_vocab, -1, TensorHome::kActivation,
+                                DType::kF32, Rows::kSequences);
+    op(OpKind::kGatherLogits, -1, {shard}, {gathered, logits});
   }
-  op(OpKind::kLmHead, -1, {normed}, lm_writes, {lm_head});
   // Each sequence's sampling parameters (32 bytes: the sampler kernel's SampleRow) and the
   // token drawn for it.
   const int sampling =
@@ -203,6 +213,7 @@ void ProgramBuilder::attention_block(int l, int hidden) {
   op(OpKind::kAttention, l, {qkv}, attention_writes(l, out));
   op(OpKind::kOProjResidual, l, {out, hidden}, {hidden},
      {weight(pre + "self_attn.o_proj", {h, heads * d}, l)});
+  all_reduce(l, hidden);
 }
 
 void ProgramBuilder::mla_block(int l, int hidden) {
@@ -238,6 +249,7 @@ void ProgramBuilder::mla_block(int l, int hidden) {
                      {heads * (mla.qk_nope_head_dim + mla.v_head_dim), r}, l)});
   op(OpKind::kOProjResidual, l, {out, hidden}, {hidden},
      {weight(pre + "self_attn.o_proj", {h, heads * mla.v_head_dim}, l)});
+  all_reduce(l, hidden);
 }
 
 void ProgramBuilder::mlp_block(int l, int hidden) {
@@ -253,6 +265,7 @@ void ProgramBuilder::mlp_block(int l, int hidden) {
   op(OpKind::kSiluAndMul, l, {gate_up}, {act});
   op(OpKind::kDownProjResidual, l, {act, hidden}, {hidden},
      {weight(pre + "mlp.down_proj", {h, inter}, l)});
+  all_reduce(l, hidden);
 }
 
 }  // namespace

@@ -30,13 +30,21 @@ struct ModelRunner::Layer {
 ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geometry,
                          const ModelProgram& program, const PlanViews& views, const Arena& arena,
                          std::vector<int> backend_of_layer, std::vector<UserPiece> user_pieces,
-                         bool sample_tokens)
+                         bool sample_tokens, Communicator* communicator)
     : spec_(spec),
+      shard_(tp_shard(spec)),
+      tp_rank_(geometry.rank.tp_rank),
+      communicator_(communicator),
       program_(program),
       views_(views),
       user_pieces_(std::move(user_pieces)),
       backend_of_layer_(std::move(backend_of_layer)) {
   const ModelSpec& model = spec.model;
+  FF_CHECK(shard_.world == 1 ||
+               (communicator_ != nullptr && communicator_->world_size() == shard_.world &&
+                communicator_->rank() == tp_rank_),
+           E::kInternal, "tensor-parallel rank ", tp_rank_, " of ", shard_.world,
+           " needs its group's communicator");
   token_ids_ = program.tensor_index("token_ids");
   positions_ = program.tensor_index("positions");
   hidden_ = program.tensor_index("hidden");
@@ -92,7 +100,7 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
       weights.kv_b_proj = weight("kv_b_proj");
       layer->mla = backend.make_mla_impl(mla_params(spec), weights, dcp);
     } else {
-      layer->impl = backend.make_impl(attention_params(spec, l), dcp);
+      layer->impl = backend.make_impl(attention_params(spec, l, tp_rank_), dcp);
     }
     layers_.push_back(std::move(layer));
   }
@@ -128,13 +136,23 @@ void ModelRunner::init_weights(std::uint64_t seed, cudaStream_t stream) {
     // Matrices: uniform(±1/√fan_in) keeps activations O(1) through the layers (PyTorch's
     // Linear default); vectors are norm scales near 1. The embedding is a matrix too, so the
     // residual stream starts near ±1/√hidden and the norms rescale it.
+    // A rank fills its block of the whole weight with the whole weight's values.
     const bool matrix = weight.shape.size() == 2;
     const bool bias = weight.name.ends_with(".bias");
-    const float bound = matrix ? 1.0f / std::sqrt(static_cast<float>(weight.shape[1])) : 0.0f;
+    const WeightShard part = weight_shard(spec_, weight.name, tp_rank_);
+    const std::int64_t cols = weight.shape.back();
+    const std::int64_t fan_in = matrix ? (part.axis == 1 ? part.whole : cols) : 1;
+    const float bound = matrix ? 1.0f / std::sqrt(static_cast<float>(fan_in)) : 0.0f;
     // Biases start at zero: a random model with them computes what it did without.
     const float lo = matrix ? -bound : (bias ? 0.0f : 0.8f);
     const float hi = matrix ? bound : (bias ? 0.0f : 1.2f);
-    model_kernels::fill_uniform(view, seed + w, lo, hi, stream);
+    // A vector's one row is its columns: its shard along axis 0 is a range of them.
+    const bool by_columns = part.axis == 1 || (part.axis == 0 && !matrix);
+    const std::int64_t whole_cols = by_columns ? part.whole : cols;
+    const std::int64_t first_row = part.axis == 0 && matrix ? part.offset : 0;
+    const std::int64_t first_col = by_columns ? part.offset : 0;
+    model_kernels::fill_uniform_block(view, seed + w, lo, hi, whole_cols, first_row, first_col,
+                                      stream);
   }
 }
 
@@ -212,7 +230,8 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
   switch (op.kind) {
     case OpKind::kEmbedding:
       model_kernels::embedding(weight(0), views_.tensors[token_ids_].data_as<const std::int32_t>(),
-                               rows, tensor(op.writes[0]), stream);
+                               rows, tensor(op.writes[0]), stream,
+                               std::int64_t(tp_rank_) * shard_.vocab_rows);
       return;
     case OpKind::kRmsNorm:
       model_kernels::rms_norm(tensor(op.reads[0]), weight(0), eps, tensor(op.writes[0]), rows,
@@ -244,7 +263,7 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
       if (!layers_[op.layer]->rope) return;
       model_kernels::rope_neox(tensor(op.writes[0]),
                                views_.tensors[positions_].data_as<const std::int64_t>(), rows,
-                               model.num_heads, model.num_kv_heads, model.head_size,
+                               shard_.query_heads, shard_.kv_heads, model.head_size,
                                model.head_size, rope_inv_freq_, stream);
       return;
     case OpKind::kCacheWrite:
@@ -252,9 +271,19 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
     case OpKind::kAttention: attention(op, shape, *md, stream, ranges); return;
     case OpKind::kOProjResidual:
     case OpKind::kDownProjResidual:
-      // hidden += x · Wᵀ: the GEMM accumulates into the residual stream (beta = 1).
-      linear(tensor(op.reads[0]), op.weights, tensor(hidden_), rows, 1.0f, stream);
+      // hidden += x · Wᵀ: the GEMM accumulates into the residual stream (beta = 1). Over T
+      // ranks each writes its partial sum, rank 0 with the residual, and all_reduce adds them.
+      linear(tensor(op.reads[0]), op.weights, tensor(hidden_), rows, tp_rank_ == 0 ? 1.0f : 0.0f,
+             stream);
       return;
+    case OpKind::kAllReduce: {
+      const TensorView hidden = views_.tensors[hidden_];
+      communicator_->all_reduce(hidden.data(), hidden.data(),
+                                static_cast<std::size_t>(rows) * hidden.size(1), hidden.dtype(),
+                                stream);
+      return;
+    }
+    case OpKind::kGatherLogits: gather_logits(op, shape.reqs, stream); return;
     case OpKind::kSiluAndMul:
       model_kernels::silu_and_mul(tensor(op.reads[0]), tensor(op.writes[0]), rows, stream);
       return;
@@ -307,7 +336,7 @@ void ModelRunner::attention(const ProgramOp& op, const RunShape& shape, const At
   const ModelSpec& model = spec_.model;
   const int rows = shape.rows;
   const TensorView qkv = views_.tensors[op.reads[0]];
-  const std::int64_t h = model.num_heads, kv = model.num_kv_heads, d = model.head_size;
+  const std::int64_t h = shard_.query_heads, kv = shard_.kv_heads, d = model.head_size;
   const auto elem = static_cast<std::int64_t>(size_of(qkv.dtype()));
   auto heads = [&](std::int64_t first_head, std::int64_t count) {
     const std::int64_t shape3[] = {rows, count, d};
@@ -322,6 +351,26 @@ void ModelRunner::attention(const ProgramOp& op, const RunShape& shape, const At
   if (ranges) range.emplace(layer.range);
   layer.impl->forward(layer.state, heads(0, h), heads(h, kv), heads(h + kv, kv), layer.kv_cache, md,
                       output, stream);
+}
+
+void ModelRunner::gather_logits(const ProgramOp& op, int reqs, cudaStream_t stream) {
+  const TensorView& shard = views_.tensors[op.reads[0]];
+  const TensorView& gathered = views_.tensors[op.writes[0]];
+  const TensorView& logits = views_.tensors[op.writes[1]];
+  const std::int64_t rows_per_rank = shard_.vocab_rows, vocab = logits.size(1);
+  const std::size_t count = static_cast<std::size_t>(reqs) * rows_per_rank;
+  communicator_->all_gather(shard.data(), gathered.data(), count, DType::kF32, stream);
+  // Rank r's block is [reqs, rows_per_rank] at r · count; its columns go to logits[:, r · rows
+  // per rank ...], the last rank's cut at the vocabulary's end.
+  for (int r = 0; r < shard_.world; ++r) {
+    const std::int64_t first = r * rows_per_rank;
+    const std::int64_t width = std::min(rows_per_rank, vocab - first);
+    if (width <= 0 || reqs == 0) continue;
+    FF_CUDA_CHECK(cudaMemcpy2DAsync(
+        logits.data_as<float>() + first, sizeof(float) * logits.stride(0),
+        gathered.data_as<const float>() + r * count, sizeof(float) * rows_per_rank,
+        sizeof(float) * width, static_cast<std::size_t>(reqs), cudaMemcpyDeviceToDevice, stream));
+  }
 }
 
 void ModelRunner::mla_attention(const ProgramOp& op, const RunShape& shape,

@@ -23,9 +23,11 @@
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/engine/model/model_program.h"
 #include "freezeframe/engine/plan/plan_views.h"
+#include "freezeframe/engine/runtime/communicator.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/spec/deployment.h"
 #include "freezeframe/engine/spec/spec.h"
+#include "freezeframe/engine/spec/tensor_parallel.h"
 #include "freezeframe/memory/arena.h"
 #include "model/gemm.h"
 
@@ -41,10 +43,12 @@ class ModelRunner {
  public:
   /// `backend_of_layer[l]`: which of the metadata pointers run() gets (one per backend) layer
   /// l's attention reads. Without `sample_tokens` the program's sample op is left out.
+  /// `communicator`: the tensor-parallel group of geometry.rank (null for one rank), whose
+  /// collectives the program's all_reduce and gather_logits ops run.
   ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geometry,
               const ModelProgram& program, const PlanViews& views, const Arena& arena,
               std::vector<int> backend_of_layer, std::vector<UserPiece> user_pieces,
-              bool sample_tokens);
+              bool sample_tokens, Communicator* communicator);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -58,7 +62,8 @@ class ModelRunner {
   [[nodiscard]] std::string op_name(int op) const;
 
   /// Fills every weight with deterministic random values (scaled by fan-in; biases zero) on
-  /// `stream`.
+  /// `stream`: this rank's shard of the values one rank would hold, so every deployment of a
+  /// seed computes the same model.
   void init_weights(std::uint64_t seed, cudaStream_t stream);
 
   /// The tokens the last run's sample op drew, copied to pinned host memory by the same run
@@ -87,6 +92,9 @@ class ModelRunner {
                  cudaStream_t stream, bool ranges);
   void mla_attention(const ProgramOp& op, const RunShape& shape, const AttentionMetadata& md,
                      cudaStream_t stream, bool ranges);
+  /// The logits: every rank's shard of the LM head's rows, gathered rank-major into
+  /// `gathered`, then copied side by side without the vocabulary's padding.
+  void gather_logits(const ProgramOp& op, int reqs, cudaStream_t stream);
   /// x · Wᵀ for the weights `weights` (stacked along the output dimension, fused into one GEMM
   /// when they lie back to back) into `y`; beta 1 adds to y.
   void linear(const TensorView& x, std::span<const int> weights, const TensorView& y, int rows,
@@ -94,6 +102,9 @@ class ModelRunner {
   [[nodiscard]] TensorView rows_of(int tensor, int rows) const;
 
   const EngineSpec& spec_;
+  const TpShard shard_;  // this rank's heads and vocabulary rows
+  const int tp_rank_;
+  Communicator* communicator_;  // null for one rank
   const ModelProgram& program_;
   const PlanViews& views_;
   std::vector<Op> ops_;

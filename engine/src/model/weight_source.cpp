@@ -1,5 +1,6 @@
 #include "freezeframe/engine/model/weight_source.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -62,10 +63,18 @@ std::string hf_weight_name(const ProgramWeight& weight) {
 }
 
 std::vector<const WeightTensor*> match_weights(const WeightSource& source,
-                                               const ModelProgram& program) {
+                                               const ModelProgram& program,
+                                               std::span<const WeightShard> shards) {
+  FF_CHECK(shards.empty() || shards.size() == program.weights.size(), E::kInternal, shards.size(),
+           " shards for ", program.weights.size(), " weights");
   std::vector<const WeightTensor*> matched;
   std::vector<std::string> problems;
-  for (const ProgramWeight& w : program.weights) {
+  for (std::size_t i = 0; i < program.weights.size(); ++i) {
+    // A rank's weight is part of the checkpoint's whole tensor.
+    ProgramWeight w = program.weights[i];
+    if (!shards.empty() && shards[i].axis >= 0) {
+      w.shape[std::min<std::size_t>(shards[i].axis, w.shape.size() - 1)] = shards[i].whole;
+    }
     const std::string name = hf_weight_name(w);
     const WeightTensor* t = source.find(name);
     matched.push_back(t);

@@ -13,6 +13,7 @@
 #include "freezeframe/engine/model/weight_source.h"
 #include "freezeframe/engine/plan/staging_layout.h"
 #include "freezeframe/engine/runtime/graph_scope.h"
+#include "freezeframe/engine/spec/tensor_parallel.h"
 #include "runtime/engine_state.h"
 #include "runtime/weight_upload.h"
 
@@ -22,15 +23,22 @@ namespace {
 using E = ErrorCode;
 
 /// The spec asks for things the engine does not run: refuse before allocating anything.
-void check_supported(const EngineSpec& spec) {
-  // plan_memory plans one rank of any deployment; the engine runs one GPU rank today.
+void check_supported(const EngineSpec& spec, const EngineOptions& options) {
   FF_CHECK(spec.dcp.world_size == 1, E::kUnsupported, spec.where("dcp.world_size"),
-           ": the engine runs one GPU rank today; decode context parallelism over ",
-           spec.dcp.world_size, " ranks needs a multi-GPU engine (its per-rank plan can be made)");
-  FF_CHECK(spec.tp.world_size == 1, E::kUnsupported, spec.where("tp.world_size"),
-           ": the engine runs one GPU rank today; tensor parallelism over ", spec.tp.world_size,
-           " ranks needs a multi-GPU engine (its per-rank plan can be made)");
+           ": decode context parallelism over ", spec.dcp.world_size,
+           " ranks is planned (freezeframe plan shows each rank) but the engine does not run "
+           "its merge yet");
+  const int t = spec.tp.world_size;
+  const Communicator* comm = options.communicator;
+  FF_CHECK(t == 1 || comm != nullptr, E::kInvalidArgument, spec.where("tp.world_size"), ": ", t,
+           " ranks need each rank's communicator (EngineOptions::communicator: a LocalGroup's "
+           "rank, or an NcclCommunicator)");
+  FF_CHECK(comm == nullptr || comm->world_size() == t, E::kInvalidArgument,
+           spec.where("tp.world_size"), ": ", t, " ranks, but the communicator's group has ",
+           comm == nullptr ? 0 : comm->world_size());
   const ModelSpec& model = spec.model;
+  FF_CHECK(t == 1 || !model.is_mla(), E::kUnsupported, spec.where("tp.world_size"),
+           ": tensor parallelism of an MLA model is planned but not run yet");
   FF_CHECK(model.builtin_weights || model.checkpoint, E::kUnsupported,
            spec.where("model.builtin_weights"),
            ": false asks for the weights of a checkpoint, and the spec names none; name it in "
@@ -51,13 +59,21 @@ void check_supported(const EngineSpec& spec) {
 
 Engine::Engine(EngineSpec spec, EngineOptions options) {
   require_usable_gpu();
-  check_supported(spec);
+  check_supported(spec, options);
   // A checkpoint's weights are checked whole before anything is allocated or uploaded.
+  // Over T ranks, each takes its part of every tensor (tensor_parallel.h).
   std::unique_ptr<WeightSource> checkpoint;
   std::vector<const WeightTensor*> checkpoint_tensors;
+  std::vector<WeightShard> shards;
   if (!spec.model.builtin_weights) {
     checkpoint = WeightSource::open(*spec.model.checkpoint);
-    checkpoint_tensors = match_weights(*checkpoint, build_model_program(spec));
+    const ModelProgram program = build_model_program(spec);
+    if (spec.tp.world_size > 1) {
+      for (const ProgramWeight& w : program.weights) {
+        shards.push_back(weight_shard(spec, w.name, State::tp_rank(options)));
+      }
+    }
+    checkpoint_tensors = match_weights(*checkpoint, program, shards);
   }
   std::int64_t device_memory = options.device_memory;
   if (device_memory == 0) {
@@ -88,13 +104,13 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
                                           std::move(backends));
   s.runner = std::make_unique<ModelRunner>(
       s.spec, s.geometry, s.program, s.views, s.arena, std::move(backend_of_layer),
-      std::move(s.options.user_pieces), s.options.sample_tokens);
+      std::move(s.options.user_pieces), s.options.sample_tokens, s.options.communicator);
   s.logits = s.program.tensor_index("logits");
   s.sampled = s.program.tensor_index("sampled_token_ids");
 
   if (checkpoint) {
-    upload_weights(*checkpoint, checkpoint_tensors, s.views.weights, s.options.weight_staging_bytes,
-                   stream, s.options.weight_progress);
+    upload_weights(*checkpoint, checkpoint_tensors, s.views.weights, shards,
+                   s.options.weight_staging_bytes, stream, s.options.weight_progress);
     checkpoint.reset();  // unmaps the files
   } else {
     s.runner->init_weights(s.options.weight_seed, stream);

@@ -77,9 +77,16 @@ struct Engine::State {
         arena(Arena::allocate(plan)),
         views(bind_plan(spec, program, arena)),
         stream(Stream::create()),
-        geometry(DeploymentGeometry::of(spec).with_num_blocks(plan.kv_cache.num_blocks)),
+        geometry(
+            DeploymentGeometry::of(spec, tp_rank(options), tp_rank(options) % spec.dcp.world_size)
+                .with_num_blocks(plan.kv_cache.num_blocks)),
         limits(geometry.limits),
         dispatcher(CudaGraphMode::kNone, {}) {}
+
+  /// The engine's tensor-parallel rank (DCP groups are consecutive ranks).
+  static int tp_rank(const EngineOptions& o) {
+    return o.communicator != nullptr ? o.communicator->rank() : 0;
+  }
 
   [[nodiscard]] int padded_reqs(const BatchDescriptor& d) const {
     return d.num_reqs > 0 ? d.num_reqs : std::min(d.num_tokens, limits.max_num_seqs);

@@ -13,16 +13,19 @@
 
 #include "freezeframe/core/tensor.h"
 #include "freezeframe/engine/model/weight_source.h"
+#include "freezeframe/engine/spec/tensor_parallel.h"
 
 namespace freezeframe {
 
 /// Copies tensors[i] (from `source`, checked by match_weights) into views[i], converted to the
-/// view's dtype, through `staging_bytes` of pinned memory (each half at least one row).
-/// `progress(done, total)` hears the bytes enqueued after each chunk. Returns once the copies
-/// are done.
+/// view's dtype, through `staging_bytes` of pinned memory (each half at least one row of the
+/// checkpoint's). With `shards` (one per tensor; empty: every view holds its tensor whole) a
+/// view holds the tensor-parallel rank's part: a range of rows (rows past the tensor's end, the
+/// vocabulary's padding, are zero), or of each row's columns. `progress(done, total)` hears
+/// the bytes enqueued after each chunk. Returns once the copies are done.
 void upload_weights(const WeightSource& source, std::span<const WeightTensor* const> tensors,
-                    std::span<const TensorView> views, std::size_t staging_bytes,
-                    cudaStream_t stream,
+                    std::span<const TensorView> views, std::span<const WeightShard> shards,
+                    std::size_t staging_bytes, cudaStream_t stream,
                     const std::function<void(std::int64_t done, std::int64_t total)>& progress);
 
 }  // namespace freezeframe

@@ -9,10 +9,11 @@
 
 namespace freezeframe {
 
-/// AttentionParams of `layer` (a non-MLA model): heads, head size, scale 1/√head_size, the
-/// resolved cache dtype, sliding window, soft cap, ALiBi slopes, attention type and the
-/// layer whose cache it shares ("layers.<i>").
-[[nodiscard]] AttentionParams attention_params(const EngineSpec& spec, int layer);
+/// AttentionParams of `layer` (a non-MLA model) on tensor-parallel rank `tp_rank`: its heads,
+/// head size, scale 1/√head_size, the resolved cache dtype, sliding window, soft cap, the
+/// ALiBi slopes of its heads, attention type and the layer whose cache it shares
+/// ("layers.<i>").
+[[nodiscard]] AttentionParams attention_params(const EngineSpec& spec, int layer, int tp_rank = 0);
 
 /// MlaParams of an MLA model; q_lora_rank is the width of the impl's query input (the hidden
 /// size when the model does not compress the query).

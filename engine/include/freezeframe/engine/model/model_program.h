@@ -13,6 +13,11 @@
 // Around the layers: embedding first; final_norm and lm_head (last token of each sequence);
 // then sample, each sequence's next token drawn from its logits (run only when the engine
 // samples, EngineOptions::sample_tokens; its buffers are planned either way).
+// Over T tensor-parallel ranks (tensor_parallel.h) every rank runs the same program on its
+// shard: the embedding gives zeros for tokens outside its vocabulary rows, o_proj and down_proj
+// add this rank's partial sums (rank 0 adds the residual too), and an all_reduce after each of
+// the three makes the residual stream whole on every rank; the LM head's vocabulary rows are
+// gathered into the logits (gather_logits), so every rank samples the same tokens.
 // With decode context parallelism each attention op also writes its LSE (f32 [T, heads]) for
 // the merge across ranks.
 
@@ -46,6 +51,8 @@ enum class OpKind {
   kFinalNorm,         ///< normed = rms_norm(hidden[lm_head_rows]): each sequence's last token
   kLmHead,            ///< logits = normed · W_lm_headᵀ
   kSample,            ///< sampled_token_ids = a draw from each row of logits (sampler.h)
+  kAllReduce,         ///< hidden = Σ over the tensor-parallel ranks of hidden (T > 1)
+  kGatherLogits,      ///< logits = every rank's logits_shard side by side, padding dropped
 };
 [[nodiscard]] std::string_view to_string(OpKind kind);
 

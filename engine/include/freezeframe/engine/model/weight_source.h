@@ -21,6 +21,7 @@
 #include "freezeframe/core/dtype.h"
 #include "freezeframe/engine/model/checkpoint_config.h"
 #include "freezeframe/engine/model/model_program.h"
+#include "freezeframe/engine/spec/tensor_parallel.h"
 
 namespace freezeframe {
 
@@ -80,9 +81,11 @@ class WeightSource {
 /// The checkpoint tensor of each of the program's weights, in program order, after checking
 /// all of them: present, of the program's shape, of a type read_rows reads. Throws
 /// kInvalidArgument listing every problem (file, tensor, what the program expects) otherwise,
-/// so nothing is uploaded from a checkpoint that cannot be read whole.
-[[nodiscard]] std::vector<const WeightTensor*> match_weights(const WeightSource& source,
-                                                             const ModelProgram& program);
+/// so nothing is uploaded from a checkpoint that cannot be read whole. With `shards` (one per
+/// weight: a tensor-parallel rank's program) each tensor must have the whole weight's shape.
+[[nodiscard]] std::vector<const WeightTensor*> match_weights(
+    const WeightSource& source, const ModelProgram& program,
+    std::span<const WeightShard> shards = {});
 
 /// Note [GGUF rotary rows]: llama.cpp's converter stores a Llama q or k projection with the
 /// rows of each head interleaved for its rotary layout: per head, the rows are reshaped

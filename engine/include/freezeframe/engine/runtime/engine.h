@@ -12,6 +12,9 @@
 // for a full graph; pieces with eager attention between them for piecewise) and return the
 // logits as a view into the plan's output buffer, and, when the engine samples, each request's
 // next token, drawn inside the same graphs. After construction nothing is allocated.
+//
+// A tensor-parallel deployment is one Engine per rank (EngineOptions::communicator), each
+// holding its shard of the weights, heads and KV cache; their steps give the same logits.
 
 #include <cuda_runtime_api.h>
 
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "freezeframe/core/tensor.h"
+#include "freezeframe/engine/runtime/communicator.h"
 #include "freezeframe/engine/runtime/step_batch.h"
 #include "freezeframe/engine/spec/deployment.h"
 #include "freezeframe/engine/spec/spec.h"
@@ -72,6 +76,12 @@ struct EngineOptions {
   bool sample_tokens = false;
   /// Called after each captured graph with (done, total), e.g. to draw a progress bar.
   std::function<void(int done, int total)> capture_progress;
+  /// With tp.world_size T > 1: this rank's communicator in a group of T (LocalGroup::rank(r)
+  /// for T ranks on one GPU, or an NcclCommunicator), which must outlive the engine; the
+  /// engine is tensor-parallel rank communicator->rank(). Every rank builds its engine and
+  /// calls step() with the same batches, each from its own host thread, as the collectives
+  /// of each step meet.
+  Communicator* communicator = nullptr;
 };
 
 /// One captured batch descriptor.

@@ -5,6 +5,7 @@
 // columns; norms and MLA's compressions (q_a, kv_a) are replicated.
 
 #include <cstdint>
+#include <string_view>
 
 namespace freezeframe {
 
@@ -26,5 +27,21 @@ struct TpShard {
 
 /// The shard of a validated spec's model on each of its tp.world_size ranks.
 [[nodiscard]] TpShard tp_shard(const EngineSpec& spec);
+
+/// Which part of a whole weight one rank holds: along `axis` (0: output rows, 1: input
+/// columns; −1: all of it, replicated), the `offset`-th element onwards of a whole extent
+/// `whole`, as many as the rank's shape has. The vocabulary's last shard may reach past
+/// `whole` (padding rows, which no token reads and whose logits are dropped).
+struct WeightShard {
+  int axis = -1;
+  std::int64_t offset = 0;
+  std::int64_t whole = 0;  ///< the whole tensor's extent along `axis`
+};
+
+/// The part of the model program's weight `name` (ProgramWeight::name, e.g.
+/// "layers.3.self_attn.o_proj") that tensor-parallel rank `tp_rank` holds. Query heads, MLP
+/// width and vocabulary split evenly; over more ranks than KV heads, rank r keeps KV head
+/// r div (T / num_kv_heads); norms, biases of replicated rows and MLA's compressions are whole.
+[[nodiscard]] WeightShard weight_shard(const EngineSpec& spec, std::string_view name, int tp_rank);
 
 }  // namespace freezeframe

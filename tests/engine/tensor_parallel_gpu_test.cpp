@@ -1,0 +1,226 @@
+// Tensor parallelism on one GPU: T ranks of a LocalGroup, each an Engine on its own thread with
+// its shard of the weights, heads and KV cache, give the logits one rank gives. A model of
+// Llama-3.1-8B's shape (hidden 4096, 32 query heads of 128, MLP 14336, vocabulary 128256; two
+// layers) with 8 KV heads (split over the ranks) and with 1 (replicated on every rank), at T = 2
+// and 4, on the fast decode backend and the reference backend. The steps: prefills of mixed
+// lengths (1 to 100 tokens, blocks shuffled), a decode of every sequence, then decodes and
+// prefill chunks mixed, each run eagerly, in piecewise graphs and (decodes) in full graphs,
+// against the one-rank engine run the same way. Every rank's logits are the same bits (each
+// gathers every rank's vocabulary rows), and so are the tokens each draws.
+// Tolerance: a relative L2 of 1e-2 (bf16 activations; the ranks add their partial sums of
+// o_proj and down_proj in another order than one GEMM does).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/reference_runs.h"
+#include "freezeframe/engine/runtime/engine.h"
+#include "freezeframe/engine/runtime/local_group.h"
+#include "freezeframe/engine/spec/spec.h"
+#include "support/gpu.h"
+#include "support/on_every_rank.h"
+
+namespace freezeframe {
+namespace {
+
+using testing::on_every_rank;
+using testing::relative_l2;
+
+constexpr double kTolerance = 1e-2;
+constexpr int kVocab = 128256;
+
+std::string llama_shaped_spec(int kv_heads, const std::string& backend, int t) {
+  return "model:\n"
+         "  name: llama-3.1-8b-shaped\n"
+         "  num_layers: 2\n"
+         "  hidden_size: 4096\n"
+         "  num_heads: 32\n"
+         "  num_kv_heads: " +
+         std::to_string(kv_heads) +
+         "\n"
+         "  head_size: 128\n"
+         "  intermediate_size: 14336\n"
+         "  vocab_size: " +
+         std::to_string(kVocab) +
+         "\n"
+         "  dtype: bf16\n"
+         "  rope_theta: 500000\n"
+         "  max_position_embeddings: 2048\n"
+         "  attention:\n"
+         "    backend: " +
+         backend +
+         "\n"
+         "cache:\n  block_size: 16\n  memory_budget: 4GiB\n"
+         "scheduler:\n  max_num_seqs: 16\n  max_num_batched_tokens: 256\n"
+         "cuda_graphs:\n  mode: full_and_piecewise\n  max_capture_size: 64\n"
+         "tp:\n  world_size: " +
+         std::to_string(t) + "\n";
+}
+
+/// The sequences: each request's block table (shuffled blocks) and its tokens so far.
+struct Sequences {
+  std::vector<std::vector<std::int32_t>> blocks;
+  std::vector<std::vector<std::int32_t>> tokens;
+};
+
+Sequences make_sequences(int count, int max_len, int block_size) {
+  std::mt19937 rng(7);
+  const int per = (max_len + block_size - 1) / block_size;
+  std::vector<std::int32_t> pool(static_cast<std::size_t>(count * per));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  Sequences s;
+  std::uniform_int_distribution<std::int32_t> token(0, kVocab - 1);
+  for (int i = 0; i < count; ++i) {
+    s.blocks.emplace_back(pool.begin() + i * per, pool.begin() + (i + 1) * per);
+    std::vector<std::int32_t> t(static_cast<std::size_t>(max_len));
+    for (auto& x : t) x = token(rng);
+    s.tokens.push_back(std::move(t));
+  }
+  return s;
+}
+
+/// A step: (sequence, tokens cached before, new tokens) per request, decodes first.
+struct Work {
+  int sequence, cached, fresh;
+};
+const std::vector<std::vector<Work>> kSteps = {
+    {{0, 0, 1}, {1, 0, 17}, {2, 0, 40}},                                        // prefills: 58 rows
+    {{3, 0, 100}, {4, 0, 5}, {5, 0, 33}},                                       // 138 rows: eager
+    {{0, 1, 1}, {1, 17, 1}, {2, 40, 1}, {3, 100, 1}, {4, 5, 1}, {5, 33, 1}},    // uniform decode
+    {{0, 2, 1}, {2, 41, 1}, {4, 6, 1}, {5, 34, 1}, {1, 18, 20}, {3, 101, 20}},  // mixed
+};
+
+struct Mode {
+  const char* name;
+  StepOptions options;
+};
+const Mode kModes[] = {{"eager", {.eager = true}},
+                       {"piecewise graphs", {.prefer_piecewise = true}},
+                       {"graphs as dispatched", {}}};
+
+/// Logits [mode][step] and the greedy tokens, of one rank.
+struct RankRun {
+  std::vector<std::vector<std::vector<float>>> logits;
+  std::vector<std::vector<std::vector<std::int32_t>>> tokens;
+  std::vector<RuntimeMode> ran;
+};
+
+RankRun run_steps(Engine& engine, const Sequences& seqs) {
+  RankRun run;
+  const int block_size = engine.limits().block_size;
+  for (const Mode& mode : kModes) {
+    auto& logits = run.logits.emplace_back();
+    auto& tokens = run.tokens.emplace_back();
+    for (const auto& step : kSteps) {
+      StepBatch batch;
+      std::vector<std::int32_t> ids;
+      for (const Work& w : step) {
+        const int len = w.cached + w.fresh;
+        batch.requests.push_back(
+            {w.fresh, len,
+             std::span<const std::int32_t>(seqs.blocks[w.sequence])
+                 .first(static_cast<std::size_t>((len + block_size - 1) / block_size))});
+        const auto& t = seqs.tokens[w.sequence];
+        ids.insert(ids.end(), t.begin() + w.cached, t.begin() + len);
+      }
+      batch.token_ids = ids;
+      const StepResult result = engine.step(batch, mode.options);
+      run.ran.push_back(result.mode);
+      engine.synchronize();
+      std::vector<float> host(static_cast<std::size_t>(result.logits.numel()));
+      EXPECT_EQ(cudaMemcpy(host.data(), result.logits.data(), host.size() * sizeof(float),
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      logits.push_back(std::move(host));
+      tokens.emplace_back(result.host_token_ids.begin(), result.host_token_ids.end());
+    }
+  }
+  return run;
+}
+
+struct Case {
+  int kv_heads;
+  const char* backend;
+};
+
+std::ostream& operator<<(std::ostream& os, const Case& c) {
+  return os << c.kv_heads << " KV heads on " << c.backend;
+}
+
+class TensorParallel : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TensorParallel, RanksGiveTheLogitsOfOneRank) {
+  FF_REQUIRE_GPU();
+  const Case& c = GetParam();
+  const Sequences seqs = make_sequences(6, 160, 16);
+  EngineOptions base;
+  base.device_memory = std::int64_t(16) << 30;
+  base.sample_tokens = true;  // greedy: no sampling parameters
+  RankRun one;
+  {
+    Engine engine(parse_spec(llama_shaped_spec(c.kv_heads, c.backend, 1), "llama-shaped.yaml"),
+                  base);
+    ASSERT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
+    one = run_steps(engine, seqs);
+  }
+  // Graphs ran: piecewise for the mixed steps, full for the uniform decode.
+  EXPECT_NE(std::count(one.ran.begin(), one.ran.end(), RuntimeMode::kPiecewise), 0);
+  EXPECT_NE(std::count(one.ran.begin(), one.ran.end(), RuntimeMode::kFull), 0);
+
+  for (const int t : {2, 4}) {
+    SCOPED_TRACE("T = " + std::to_string(t));
+    LocalGroup group(t);
+    std::vector<RankRun> runs(static_cast<std::size_t>(t));
+    on_every_rank(t, [&](int r) {
+      EngineOptions options = base;
+      options.communicator = &group.rank(r);
+      Engine engine(parse_spec(llama_shaped_spec(c.kv_heads, c.backend, t), "llama-shaped.yaml"),
+                    options);
+      EXPECT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
+      EXPECT_EQ(engine.geometry().rank.tp_rank, r);
+      runs[static_cast<std::size_t>(r)] = run_steps(engine, seqs);
+    });
+    EXPECT_EQ(runs[0].ran, one.ran) << "the same dispatch as one rank";
+    for (std::size_t m = 0; m < std::size(kModes); ++m) {
+      for (std::size_t s = 0; s < kSteps.size(); ++s) {
+        SCOPED_TRACE(std::string(kModes[m].name) + ", step " + std::to_string(s));
+        ASSERT_EQ(runs[0].logits[m][s].size(), one.logits[m][s].size());
+        const double error = relative_l2(runs[0].logits[m][s], one.logits[m][s]);
+        EXPECT_LE(error, kTolerance);
+        std::printf("%d KV heads, %s, T = %d, %s, step %zu: relative L2 %.2e\n", c.kv_heads,
+                    c.backend, t, kModes[m].name, s, error);
+        for (int r = 1; r < t; ++r) {
+          EXPECT_EQ(runs[r].logits[m][s], runs[0].logits[m][s]) << "rank " << r;
+          EXPECT_EQ(runs[r].tokens[m][s], runs[0].tokens[m][s]) << "rank " << r;
+        }
+        // Each rank's greedy token is the argmax of the logits it returned.
+        const std::size_t reqs = runs[0].tokens[m][s].size();
+        ASSERT_EQ(runs[0].logits[m][s].size(), reqs * kVocab);
+        for (std::size_t q = 0; q < reqs; ++q) {
+          const auto row = runs[0].logits[m][s].begin() + static_cast<std::ptrdiff_t>(q * kVocab);
+          EXPECT_EQ(runs[0].tokens[m][s][q], std::max_element(row, row + kVocab) - row);
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, TensorParallel,
+                         ::testing::Values(Case{8, "paged_decode"}, Case{1, "paged_decode"},
+                                           Case{8, "reference"}, Case{1, "reference"}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.kv_heads) + "_kv_heads_" +
+                                  info.param.backend;
+                         });
+
+}  // namespace
+}  // namespace freezeframe
