@@ -198,7 +198,9 @@ int run_generate(Args args) {
     }
     if (!events->reasons.empty()) reason = events->reasons.front();
   }
-  std::printf("\n");
+  // The text's end before the timings: stdout is buffered, stderr is not.
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
   const double ttft = tokens > 0 ? seconds(first - start) : 0.0;
   const double decode = tokens > 1 ? seconds(last - first) : 0.0;
   std::fprintf(stderr,

@@ -228,8 +228,106 @@ TEST(StepBatch, EachDcpRankSeesItsShardOfADecodeStep) {
   }
 }
 
+// A mixed step under DCP, as each rank attends it in two parts: the shard of each request's
+// context (the positions before its new tokens, DcpKeys::kContext) and its new tokens whole in
+// a scratch cache (assign_new_tokens). Against brute force over every position: each context
+// position on exactly one rank, each owned new token's slot, and the scratch slots distinct,
+// in their request's consecutive blocks, within new_token_blocks.
+TEST(StepBatch, EachDcpRankSeesItsContextShardAndTheNewTokensWhole) {
+  std::mt19937 rng(11);
+  for (const int world : {1, 2, 4}) {
+    for (const int block : {1, 4, 16}) {
+      for (const int interleave : {1, 4, 16}) {
+        if (block % interleave != 0) continue;
+        const DcpSharding dcp{world, interleave, block};
+        DeploymentLimits l = limits();
+        l.block_size = block;
+        l.max_model_len = 300;
+        l.max_num_batched_tokens = 512;
+        l.max_num_seqs = 8;
+        l.num_blocks = 4096;
+        std::vector<std::int32_t> ids(4096);
+        std::iota(ids.begin(), ids.end(), 0);
+        std::shuffle(ids.begin(), ids.end(), rng);
+        // Two decodes (one of a sequence of 1), then prefill chunks, one from position 0.
+        const std::vector<std::pair<int, int>> shape_of = {{1, 1},    {1, 77},  {5, 5},
+                                                           {40, 300}, {17, 60}, {2, 33}};
+        std::vector<std::vector<std::int32_t>> tables;
+        std::size_t next = 0;
+        StepBatch batch;
+        for (const auto& [q, len] : shape_of) {
+          const auto n = static_cast<std::size_t>(dcp.table_width(len));
+          tables.emplace_back(ids.begin() + next, ids.begin() + next + n);
+          next += n;
+        }
+        for (std::size_t r = 0; r < shape_of.size(); ++r) {
+          batch.requests.push_back({shape_of[r].first, shape_of[r].second, tables[r]});
+        }
+        const StepShape shape = validate_step(batch, l, dcp);
+        const int reqs = static_cast<int>(shape_of.size());
+        std::vector<std::vector<int>> owners(shape_of.size());
+        for (int rank = 0; rank < world; ++rank) {
+          StepMetadata m;
+          m.assign(batch, shape, dcp, rank, shape.num_tokens + 3, reqs + 1, DcpKeys::kContext);
+          int row = 0;
+          for (int r = 0; r < reqs; ++r) {
+            const auto [q, len] = shape_of[r];
+            SCOPED_TRACE("D " + std::to_string(world) + ", I " + std::to_string(interleave) +
+                         ", block " + std::to_string(block) + ", rank " + std::to_string(rank) +
+                         ", request " + std::to_string(r));
+            owners[r].resize(static_cast<std::size_t>(len - q));
+            int held = 0;
+            std::vector<std::int64_t> want(static_cast<std::size_t>(q), -1);
+            for (int p = 0; p < len; ++p) {
+              if ((p / interleave) % world != rank) continue;
+              if (p < len - q) ++owners[r][p];
+              if (p >= len - q) {
+                want[p - (len - q)] = std::int64_t(tables[r][held / block]) * block + held % block;
+              }
+              ++held;
+            }
+            ASSERT_EQ(m.seq_lens()[r],
+                      static_cast<int>(dcp_rank_tokens(len - q, world, interleave, rank)));
+            for (int j = 0; j < q; ++j, ++row) ASSERT_EQ(m.slot_mapping()[row], want[j]) << j;
+          }
+          EXPECT_EQ(m.seq_lens()[reqs], 0) << "a padded request";
+          for (int t = shape.num_tokens; t < shape.num_tokens + 3; ++t) {
+            EXPECT_EQ(m.slot_mapping()[t], -1) << "a padded row";
+          }
+        }
+        for (int r = 0; r < reqs; ++r) {
+          for (std::size_t p = 0; p < owners[r].size(); ++p) ASSERT_EQ(owners[r][p], 1);
+        }
+        // The new tokens, whole, in the scratch cache.
+        StepMetadata fresh;
+        fresh.assign_new_tokens(batch, shape, block, shape.num_tokens + 3, reqs + 1);
+        const std::int64_t capacity = StepMetadata::new_token_blocks(l) * block;
+        std::vector<int> used(static_cast<std::size_t>(capacity), 0);
+        int row = 0;
+        for (int r = 0; r < reqs; ++r) {
+          const int q = shape_of[r].first;
+          ASSERT_EQ(fresh.seq_lens()[r], q);
+          ASSERT_EQ(fresh.query_start_loc()[r + 1] - fresh.query_start_loc()[r], q);
+          const auto table = fresh.block_table_rows()[r];
+          ASSERT_EQ(static_cast<int>(table.size()), (q + block - 1) / block);
+          for (int j = 0; j < q; ++j, ++row) {
+            const std::int64_t slot = fresh.slot_mapping()[row];
+            ASSERT_EQ(slot, std::int64_t(table[j / block]) * block + j % block);
+            ASSERT_GE(slot, 0);
+            ASSERT_LT(slot, capacity);
+            ASSERT_EQ(used[static_cast<std::size_t>(slot)]++, 0) << "slot " << slot << " twice";
+          }
+        }
+        EXPECT_EQ(fresh.seq_lens()[reqs], 0);
+        EXPECT_EQ(fresh.slot_mapping()[shape.num_tokens], -1);
+      }
+    }
+  }
+}
+
 // Under DCP a step's block tables count virtual blocks, a slot mapping is refused (each rank
-// derives its own), and a prefill row is refused by the rank's view (not sharded yet).
+// derives its own), and a prefill row is refused by the rank's whole-shard view (its context
+// and its new tokens are attended apart).
 TEST(StepBatch, DcpStepsAreCheckedInVirtualBlocks) {
   const DcpSharding dcp{4, 2, 16};
   DeploymentLimits l = limits();
