@@ -76,6 +76,21 @@ void SpecParser::check_dcp() {
                   " (the ranks of a DCP group split the same KV heads by token)" + got);
     }
   }
+  // A rank attends its shard of a prefill chunk's context without a causal mask, where the
+  // keys' positions are not kept (docs/DESIGN.md, "Tensor parallelism"): nothing may depend on
+  // them.
+  for (int l = 0; dcp.world_size > 1 && model_ok_ && l < m.num_layers; ++l) {
+    const LayerSpec& layer = m.layers[l];
+    if (layer.sliding_window > 0 || layer.alibi) {
+      problem("dcp.world_size",
+              "layer " + std::to_string(l) + " has " +
+                  (layer.alibi ? std::string("ALiBi") : std::string("a sliding window")) +
+                  ", which needs each key's position; decode context parallelism attends a "
+                  "shard of the context without them" +
+                  got);
+      break;
+    }
+  }
   if (spec_.cache.block_size % dcp.interleave_size != 0) {
     problem("dcp.interleave_size", "must divide cache.block_size " +
                                        std::to_string(spec_.cache.block_size) +
