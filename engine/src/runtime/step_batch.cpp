@@ -147,13 +147,7 @@ void StepMetadata::assign(const StepBatch& batch, const StepShape& shape, const 
   for (const StepRequest& r : batch.requests) {
     stride = std::max(stride, static_cast<int>((r.seq_len + virtual_block - 1) / virtual_block));
   }
-  block_table_stride_ = stride;
-  num_tokens_ = padded_tokens;
-  num_decodes_ = shape.num_decodes;
-  query_start_loc_.assign(padded_reqs + 1, 0);
-  seq_lens_.assign(padded_reqs, 0);
-  rows_.assign(padded_reqs, {});
-  slot_mapping_.assign(padded_tokens, -1);
+  reset(shape, stride, padded_tokens, padded_reqs);
   int row = 0;
   for (int i = 0; i < num_reqs; ++i) {
     const StepRequest& r = batch.requests[i];
@@ -167,7 +161,24 @@ void StepMetadata::assign(const StepBatch& batch, const StepShape& shape, const 
                                                       : batch.slot_mapping[row];
     }
   }
-  for (int i = num_reqs; i < padded_reqs; ++i) query_start_loc_[i + 1] = query_start_loc_[i];
+  pad_requests(num_reqs);
+}
+
+void StepMetadata::reset(const StepShape& shape, int stride, int padded_tokens, int padded_reqs) {
+  block_table_stride_ = stride;
+  num_tokens_ = padded_tokens;
+  num_decodes_ = shape.num_decodes;
+  query_start_loc_.assign(padded_reqs + 1, 0);
+  seq_lens_.assign(padded_reqs, 0);
+  rows_.assign(padded_reqs, {});
+  slot_mapping_.assign(padded_tokens, -1);
+}
+
+void StepMetadata::pad_requests(int num_reqs) {
+  // Padded requests have no new tokens: query_start_loc stays flat past the real ones.
+  for (std::size_t i = num_reqs; i + 1 < query_start_loc_.size(); ++i) {
+    query_start_loc_[i + 1] = query_start_loc_[i];
+  }
 }
 
 std::int64_t StepMetadata::new_token_blocks(const DeploymentLimits& limits) {
@@ -191,13 +202,7 @@ void StepMetadata::assign_new_tokens(const StepBatch& batch, const StepShape& sh
   // Every id first, then the spans into them (the vector does not move after).
   scratch_ids_.resize(static_cast<std::size_t>(blocks));
   std::iota(scratch_ids_.begin(), scratch_ids_.end(), 0);
-  block_table_stride_ = stride;
-  num_tokens_ = padded_tokens;
-  num_decodes_ = shape.num_decodes;
-  query_start_loc_.assign(padded_reqs + 1, 0);
-  seq_lens_.assign(padded_reqs, 0);
-  rows_.assign(padded_reqs, {});
-  slot_mapping_.assign(padded_tokens, -1);
+  reset(shape, stride, padded_tokens, padded_reqs);
   int row = 0, first_block = 0;
   for (int i = 0; i < num_reqs; ++i) {
     const std::int32_t q = batch.requests[i].query_len;
@@ -210,7 +215,7 @@ void StepMetadata::assign_new_tokens(const StepBatch& batch, const StepShape& sh
     }
     first_block += need;
   }
-  for (int i = num_reqs; i < padded_reqs; ++i) query_start_loc_[i + 1] = query_start_loc_[i];
+  pad_requests(num_reqs);
 }
 
 CommonAttentionMetadata StepMetadata::common() const {

@@ -115,6 +115,11 @@ class StepMetadata {
   [[nodiscard]] std::span<const std::int64_t> slot_mapping() const { return slot_mapping_; }
 
  private:
+  /// Empty metadata for a step of `shape` padded to these counts, table rows `stride` long.
+  void reset(const StepShape& shape, int stride, int padded_tokens, int padded_reqs);
+  /// query_start_loc past the first `num_reqs` requests: flat (padding has no new tokens).
+  void pad_requests(int num_reqs);
+
   std::vector<std::int32_t> query_start_loc_, seq_lens_;
   std::vector<std::span<const std::int32_t>> rows_;
   std::vector<std::int64_t> slot_mapping_;
