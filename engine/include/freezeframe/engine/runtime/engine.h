@@ -80,7 +80,8 @@ struct EngineOptions {
   /// for T ranks on one GPU, or an NcclCommunicator), which must outlive the engine; the
   /// engine is tensor-parallel rank communicator->rank(). Every rank builds its engine and
   /// calls step() with the same batches, each from its own host thread, as the collectives
-  /// of each step meet.
+  /// of each step meet. Ranks sharing one GPU (a LocalGroup) each plan for the device_memory
+  /// they are given: give each its share (a fractional cache.memory_budget is of that share).
   Communicator* communicator = nullptr;
 };
 
