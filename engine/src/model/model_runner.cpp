@@ -24,7 +24,8 @@ struct ModelRunner::Layer {
   AttentionLayer state;
   TensorView kv_cache;
   std::string range;
-  bool rope = true;  ///< ALiBi layers have no rotary embedding
+  std::string all_reduce_range;  ///< "all_reduce[layer=i]": the tensor-parallel sums' range
+  bool rope = true;              ///< ALiBi layers have no rotary embedding
 };
 
 ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geometry,
@@ -86,6 +87,7 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
     layer->state.workspace = workspace;
     layer->kv_cache = views.kv_caches[l];
     layer->range = "attention[layer=" + std::to_string(l) + ",backend=" + layer_spec.backend + "]";
+    layer->all_reduce_range = "all_reduce[layer=" + std::to_string(l) + "]";
     layer->rope = !layer_spec.alibi;
     if (model.is_mla()) {
       const std::string pre = layer->state.name + ".self_attn.";
@@ -277,13 +279,21 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
              stream);
       return;
     case OpKind::kAllReduce: {
+      std::optional<NvtxRange> range;  // eager steps only: pointless inside a capture
+      if (ranges)
+        range.emplace(op.layer < 0 ? "all_reduce[embedding]" : layers_[op.layer]->all_reduce_range);
       const TensorView hidden = views_.tensors[hidden_];
       communicator_->all_reduce(hidden.data(), hidden.data(),
                                 static_cast<std::size_t>(rows) * hidden.size(1), hidden.dtype(),
                                 stream);
       return;
     }
-    case OpKind::kGatherLogits: gather_logits(op, shape.reqs, stream); return;
+    case OpKind::kGatherLogits: {
+      std::optional<NvtxRange> range;
+      if (ranges) range.emplace("gather_logits");
+      gather_logits(op, shape.reqs, stream);
+      return;
+    }
     case OpKind::kSiluAndMul:
       model_kernels::silu_and_mul(tensor(op.reads[0]), tensor(op.writes[0]), rows, stream);
       return;
