@@ -274,7 +274,9 @@ void expect_shards_tile_the_whole(const std::string& config, int t) {
       const auto a = static_cast<std::size_t>(std::min<int>(axis, int(full.size()) - 1));
       ASSERT_EQ(part.whole, full[a]);
       for (std::size_t d = 0; d < full.size(); ++d) {
-        if (d != a) EXPECT_EQ(weight.shape[d], full[d]) << "the other axis is whole";
+        if (d != a) {
+          EXPECT_EQ(weight.shape[d], full[d]) << "the other axis is whole";
+        }
       }
       covered.resize(static_cast<std::size_t>(part.whole), 0);
       ASSERT_GE(part.offset, 0);
