@@ -2,8 +2,9 @@
 // its shard of the weights, heads and KV cache, give the logits one rank gives. A model of
 // Llama-3.1-8B's shape (hidden 4096, 32 query heads of 128, MLP 14336, vocabulary 128256; two
 // layers) with 8 KV heads (split over the ranks) and with 1 (replicated on every rank), at T = 2
-// and 4, on the fast decode backend and the reference backend. The steps: prefills of mixed
-// lengths (1 to 100 tokens, blocks shuffled), a decode of every sequence, then decodes and
+// and 4, on the fast decode backend and the reference backend, and with a vocabulary of one
+// token more (the last rank's LM head rows padded, their logits dropped). The steps: prefills of
+// mixed lengths (1 to 100 tokens, blocks shuffled), a decode of every sequence, then decodes and
 // prefill chunks mixed, each run eagerly, in piecewise graphs and (decodes) in full graphs,
 // against the one-rank engine run the same way. Every rank's logits are the same bits (each
 // gathers every rank's vocabulary rows), and so are the tokens each draws.
@@ -35,9 +36,7 @@ using testing::on_every_rank;
 using testing::relative_l2;
 
 constexpr double kTolerance = 1e-2;
-constexpr int kVocab = 128256;
-
-std::string llama_shaped_spec(int kv_heads, const std::string& backend, int t) {
+std::string llama_shaped_spec(int kv_heads, const std::string& backend, int vocab, int t) {
   return "model:\n"
          "  name: llama-3.1-8b-shaped\n"
          "  num_layers: 2\n"
@@ -49,7 +48,7 @@ std::string llama_shaped_spec(int kv_heads, const std::string& backend, int t) {
          "  head_size: 128\n"
          "  intermediate_size: 14336\n"
          "  vocab_size: " +
-         std::to_string(kVocab) +
+         std::to_string(vocab) +
          "\n"
          "  dtype: bf16\n"
          "  rope_theta: 500000\n"
@@ -71,14 +70,14 @@ struct Sequences {
   std::vector<std::vector<std::int32_t>> tokens;
 };
 
-Sequences make_sequences(int count, int max_len, int block_size) {
+Sequences make_sequences(int count, int max_len, int block_size, int vocab) {
   std::mt19937 rng(7);
   const int per = (max_len + block_size - 1) / block_size;
   std::vector<std::int32_t> pool(static_cast<std::size_t>(count * per));
   std::iota(pool.begin(), pool.end(), 0);
   std::shuffle(pool.begin(), pool.end(), rng);
   Sequences s;
-  std::uniform_int_distribution<std::int32_t> token(0, kVocab - 1);
+  std::uniform_int_distribution<std::int32_t> token(0, vocab - 1);
   for (int i = 0; i < count; ++i) {
     s.blocks.emplace_back(pool.begin() + i * per, pool.begin() + (i + 1) * per);
     std::vector<std::int32_t> t(static_cast<std::size_t>(max_len));
@@ -150,10 +149,11 @@ RankRun run_steps(Engine& engine, const Sequences& seqs) {
 struct Case {
   int kv_heads;
   const char* backend;
+  int vocab = 128256;  ///< Llama 3's; one more leaves the last rank padding rows
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) {
-  return os << c.kv_heads << " KV heads on " << c.backend;
+  return os << c.kv_heads << " KV heads on " << c.backend << ", vocabulary " << c.vocab;
 }
 
 class TensorParallel : public ::testing::TestWithParam<Case> {};
@@ -161,14 +161,16 @@ class TensorParallel : public ::testing::TestWithParam<Case> {};
 TEST_P(TensorParallel, RanksGiveTheLogitsOfOneRank) {
   FF_REQUIRE_GPU();
   const Case& c = GetParam();
-  const Sequences seqs = make_sequences(6, 160, 16);
+  const Sequences seqs = make_sequences(6, 160, 16, c.vocab);
+  const auto vocab = static_cast<std::size_t>(c.vocab);
   EngineOptions base;
   base.device_memory = std::int64_t(16) << 30;
   base.sample_tokens = true;  // greedy: no sampling parameters
   RankRun one;
   {
-    Engine engine(parse_spec(llama_shaped_spec(c.kv_heads, c.backend, 1), "llama-shaped.yaml"),
-                  base);
+    Engine engine(
+        parse_spec(llama_shaped_spec(c.kv_heads, c.backend, c.vocab, 1), "llama-shaped.yaml"),
+        base);
     ASSERT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
     one = run_steps(engine, seqs);
   }
@@ -183,8 +185,9 @@ TEST_P(TensorParallel, RanksGiveTheLogitsOfOneRank) {
     on_every_rank(t, [&](int r) {
       EngineOptions options = base;
       options.communicator = &group.rank(r);
-      Engine engine(parse_spec(llama_shaped_spec(c.kv_heads, c.backend, t), "llama-shaped.yaml"),
-                    options);
+      Engine engine(
+          parse_spec(llama_shaped_spec(c.kv_heads, c.backend, c.vocab, t), "llama-shaped.yaml"),
+          options);
       EXPECT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
       EXPECT_EQ(engine.geometry().rank.tp_rank, r);
       runs[static_cast<std::size_t>(r)] = run_steps(engine, seqs);
@@ -204,10 +207,11 @@ TEST_P(TensorParallel, RanksGiveTheLogitsOfOneRank) {
         }
         // Each rank's greedy token is the argmax of the logits it returned.
         const std::size_t reqs = runs[0].tokens[m][s].size();
-        ASSERT_EQ(runs[0].logits[m][s].size(), reqs * kVocab);
+        ASSERT_EQ(runs[0].logits[m][s].size(), reqs * vocab);
         for (std::size_t q = 0; q < reqs; ++q) {
-          const auto row = runs[0].logits[m][s].begin() + static_cast<std::ptrdiff_t>(q * kVocab);
-          EXPECT_EQ(runs[0].tokens[m][s][q], std::max_element(row, row + kVocab) - row);
+          const auto row = runs[0].logits[m][s].begin() + static_cast<std::ptrdiff_t>(q * vocab);
+          EXPECT_EQ(runs[0].tokens[m][s][q],
+                    std::max_element(row, row + static_cast<std::ptrdiff_t>(vocab)) - row);
         }
       }
     }
@@ -216,10 +220,11 @@ TEST_P(TensorParallel, RanksGiveTheLogitsOfOneRank) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, TensorParallel,
                          ::testing::Values(Case{8, "paged_decode"}, Case{1, "paged_decode"},
-                                           Case{8, "reference"}, Case{1, "reference"}),
+                                           Case{8, "reference"}, Case{1, "reference"},
+                                           Case{8, "paged_decode", 128257}),
                          [](const auto& info) {
                            return std::to_string(info.param.kv_heads) + "_kv_heads_" +
-                                  info.param.backend;
+                                  info.param.backend + "_vocab_" + std::to_string(info.param.vocab);
                          });
 
 }  // namespace
