@@ -1,6 +1,8 @@
-// The on-device sampler against its host reference (sample_reference): token ids must be equal,
+// The on-device sampler's two kernels against its host reference (sample_reference): token ids
+// must be equal,
 // row by row, for greedy and sampled rows with fixed seeds over random logits, rows full of
-// ties, −∞ and NaN, top_k 1, a tiny top_p, temperature 0, vocabularies from 1 to Qwen2's
+// ties (bf16 values, rows of one value but a few), −∞ and NaN, rows so flat that every token
+// weighs, top_k 1, a tiny top_p, top-p alone, temperature 0, vocabularies from 1 to Qwen2's
 // 151,936 tokens, and padded (inactive) rows; launched eagerly and replayed from a graph whose
 // rows, logits and seeds change between replays. The output is poisoned before every launch so
 // a row the kernel does not write cannot pass.
@@ -15,6 +17,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "freezeframe/core/cuda_handles.h"
@@ -82,7 +85,18 @@ struct Batch {
 };
 
 /// The kinds of rows the tests mix.
-enum class Logits { kNormal, kTies, kConstant, kSpecial, kHuge, kPeaked };
+enum class Logits {
+  kNormal,
+  kTies,
+  kConstant,
+  kSpecial,
+  kHuge,
+  kPeaked,
+  kNearlyEqual,
+  kBf16,
+  kFlat,
+  kCount
+};
 
 void fill_row(float* row, int vocab, Logits kind, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -96,6 +110,19 @@ void fill_row(float* row, int vocab, Logits kind, std::mt19937& rng) {
       case Logits::kSpecial: row[v] = normal(rng); break;
       case Logits::kHuge: row[v] = normal(rng) * 1e37f; break;
       case Logits::kPeaked: row[v] = normal(rng) - 40.0f; break;
+      case Logits::kNearlyEqual: row[v] = 2.0f; break;
+      // bf16 values (8 bits of mantissa), as a bf16 LM head gives: thousands of ties.
+      case Logits::kBf16: {
+        std::uint32_t bits = 0;
+        const float x = normal(rng) + 5.0f;
+        std::memcpy(&bits, &x, sizeof bits);
+        bits &= 0xffff0000u;
+        std::memcpy(&row[v], &bits, sizeof bits);
+        break;
+      }
+      // Every token within a few hundredths of the best: all weigh, a bucket holds many.
+      case Logits::kFlat: row[v] = 0.01f * normal(rng); break;
+      case Logits::kCount: break;
     }
   }
   if (kind == Logits::kSpecial) {
@@ -110,24 +137,32 @@ void fill_row(float* row, int vocab, Logits kind, std::mt19937& rng) {
     for (int i = 0; i < 3; ++i) row[pick(rng)] = 10.0f + static_cast<float>(i);
     row[pick(rng)] = 12.0f;
   }
+  if (kind == Logits::kNearlyEqual) {  // one value but a few just above it and one below
+    for (int i = 0; i < 5; ++i) row[pick(rng)] = 2.0f + 1e-3f * static_cast<float>(i + 1);
+    row[pick(rng)] = 1.0f;
+  }
 }
 
 /// Parameters that cover greedy, each filter alone and together, and the edges.
 std::vector<SamplingParams> parameter_mix(int vocab) {
   return {
-      {0.0f, 0, 1.0f, 1},               // greedy
-      {0.0f, 5, 0.3f, 2},               // temperature 0 ignores the rest
-      {1.0f, 0, 1.0f, 3},               // the whole distribution
-      {0.7f, 50, 1.0f, 4},              // top-k
-      {1.3f, 1, 1.0f, 5},               // top_k 1: greedy on the scaled logits
-      {1.0f, 0, 1e-6f, 6},              // a tiny top_p: the best token
-      {1.0f, 0, 0.9f, 7},               // top-p
-      {0.8f, 40, 0.95f, 8},             // both
-      {1e-3f, 0, 1.0f, 9},              // nearly greedy
-      {5.0f, 0, 0.5f, 10},              // flat, half the mass
-      {1.0f, vocab - 1, 1.0f, 11},      // top-k cutting one token
-      {1.0f, vocab + 5, 0.99f, 12},     // top-k past the vocabulary
-      {2.0f, 2, 1.0f, 0xffffffffffull}  // a large seed
+      {0.0f, 0, 1.0f, 1},                // greedy
+      {0.0f, 5, 0.3f, 2},                // temperature 0 ignores the rest
+      {1.0f, 0, 1.0f, 3},                // the whole distribution
+      {0.7f, 50, 1.0f, 4},               // top-k
+      {1.3f, 1, 1.0f, 5},                // top_k 1: greedy on the scaled logits
+      {1.0f, 0, 1e-6f, 6},               // a tiny top_p: the best token
+      {1.0f, 0, 0.9f, 7},                // top-p
+      {0.8f, 40, 0.95f, 8},              // both
+      {1e-3f, 0, 1.0f, 9},               // nearly greedy
+      {5.0f, 0, 0.5f, 10},               // flat, half the mass
+      {1.0f, vocab - 1, 1.0f, 11},       // top-k cutting one token
+      {1.0f, vocab + 5, 0.99f, 12},      // top-k past the vocabulary
+      {2.0f, 2, 1.0f, 0xffffffffffull},  // a large seed
+      {0.8f, 0, 0.95f, 13},              // top-p alone, as most clients ask
+      {1.0f, vocab / 2 + 1, 0.9f, 14},   // a top-k too large to gather, and top-p
+      {1.0f, vocab, 1.0f, 15},           // top_k = vocab: every token
+      {0.9f, 2000, 0.8f, 16},            // a large top-k and top-p
   };
 }
 
@@ -135,11 +170,11 @@ std::vector<SamplingParams> parameter_mix(int vocab) {
 /// every `inactive_every`-th row is padding.
 void fill_batch(Batch& b, std::mt19937& rng, int inactive_every = 7) {
   const std::vector<SamplingParams> params = parameter_mix(b.vocab);
-  const Logits kinds[] = {Logits::kNormal,  Logits::kTies, Logits::kConstant,
-                          Logits::kSpecial, Logits::kHuge, Logits::kPeaked};
+  constexpr int kKinds = static_cast<int>(Logits::kCount);
   std::uniform_int_distribution<std::int64_t> position(1, 1 << 20);
   for (int r = 0; r < b.reqs(); ++r) {
-    fill_row(b.logits.data() + std::size_t(r) * b.vocab, b.vocab, kinds[(r + rng() % 2) % 6], rng);
+    fill_row(b.logits.data() + std::size_t(r) * b.vocab, b.vocab,
+             static_cast<Logits>((r + rng() % 2) % kKinds), rng);
     const SamplingParams& p = params[(r + rng() % 3) % params.size()];
     SampleRow& row = b.rows[r];
     row = {p.temperature, p.top_k, p.top_p, 1, p.seed + rng() % 1000, position(rng)};
@@ -147,18 +182,26 @@ void fill_batch(Batch& b, std::mt19937& rng, int inactive_every = 7) {
   }
 }
 
-class Sampler : public ::testing::TestWithParam<int> {};
+using model_kernels::SamplerKernel;
+constexpr SamplerKernel kKernels[] = {SamplerKernel::kRadix, SamplerKernel::kBuckets};
+
+std::string kernel_name(SamplerKernel k) {
+  return k == SamplerKernel::kRadix ? "radix" : "buckets";
+}
+
+// Both kernels, each against the reference.
+class Sampler : public ::testing::TestWithParam<std::tuple<SamplerKernel, int>> {};
 
 TEST_P(Sampler, DrawsTheReferenceTokens) {
   FF_REQUIRE_GPU();
-  const int vocab = GetParam();
+  const auto [kernel, vocab] = GetParam();
   std::mt19937 rng(vocab);
   Batch b(vocab > 100000 ? 40 : 90, vocab);
   for (int round = 0; round < 3; ++round) {
     fill_batch(b, rng);
     b.upload(nullptr);
     model_kernels::sample(b.logits_view(), static_cast<const SampleRow*>(b.d_rows.data()), b.reqs(),
-                          static_cast<std::int32_t*>(b.d_tokens.data()), nullptr);
+                          static_cast<std::int32_t*>(b.d_tokens.data()), nullptr, kernel);
     const std::vector<std::int32_t> got = b.tokens(nullptr), want = b.expected();
     for (int r = 0; r < b.reqs(); ++r) {
       const SampleRow& row = b.rows[r];
@@ -172,33 +215,42 @@ TEST_P(Sampler, DrawsTheReferenceTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, Sampler,
-                         ::testing::Values(1, 2, 7, 1000, 1023, 1024, 1025, 32000, 49152, 151936),
-                         [](const auto& info) { return "vocab" + std::to_string(info.param); });
+                         ::testing::Combine(::testing::ValuesIn(kKernels),
+                                            ::testing::Values(1, 2, 7, 1000, 1023, 1024, 1025,
+                                                              12345, 32000, 49152, 151936)),
+                         [](const auto& info) {
+                           return kernel_name(std::get<0>(info.param)) + "_vocab" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 // The same launch captured once, replayed with new logits, parameters, seeds and positions
 // written into its buffers between replays: each replay draws that replay's tokens.
 TEST(Sampler, GraphReplayDrawsEachReplaysTokens) {
   FF_REQUIRE_GPU();
-  const Stream stream = Stream::create();
-  Batch b(33, 32000);
-  std::mt19937 rng(77);
-  fill_batch(b, rng);
-  b.upload(stream.get());
-  const CudaGraph graph = capture_graph(stream.get(), [&] {
-    model_kernels::sample(b.logits_view(), static_cast<const SampleRow*>(b.d_rows.data()), b.reqs(),
-                          static_cast<std::int32_t*>(b.d_tokens.data()), stream.get());
-  });
-  const GraphExec exec(graph);
-  for (int replay = 0; replay < 5; ++replay) {
-    fill_batch(b, rng, replay % 2 == 0 ? 5 : 0);
+  for (const SamplerKernel kernel : kKernels) {
+    SCOPED_TRACE(kernel_name(kernel));
+    const Stream stream = Stream::create();
+    Batch b(33, 32000);
+    std::mt19937 rng(77);
+    fill_batch(b, rng);
     b.upload(stream.get());
+    const CudaGraph graph = capture_graph(stream.get(), [&] {
+      model_kernels::sample(b.logits_view(), static_cast<const SampleRow*>(b.d_rows.data()),
+                            b.reqs(), static_cast<std::int32_t*>(b.d_tokens.data()), stream.get(),
+                            kernel);
+    });
+    const GraphExec exec(graph);
+    for (int replay = 0; replay < 5; ++replay) {
+      fill_batch(b, rng, replay % 2 == 0 ? 5 : 0);
+      b.upload(stream.get());
+      exec.launch(stream.get());
+      const std::vector<std::int32_t> got = b.tokens(stream.get()), want = b.expected();
+      EXPECT_EQ(got, want) << "replay " << replay;
+    }
+    // Replaying one step again draws the same tokens: (seed, position) decide them.
     exec.launch(stream.get());
-    const std::vector<std::int32_t> got = b.tokens(stream.get()), want = b.expected();
-    EXPECT_EQ(got, want) << "replay " << replay;
+    EXPECT_EQ(b.tokens(stream.get()), b.expected());
   }
-  // Replaying one step again draws the same tokens: (seed, position) decide them.
-  exec.launch(stream.get());
-  EXPECT_EQ(b.tokens(stream.get()), b.expected());
 }
 
 // Greedy rows: the lowest id of the best value, whatever the ties and the vocabulary's size.
@@ -213,10 +265,13 @@ TEST(Sampler, GreedyTiesGoToTheLowestId) {
   }
   b.rows[3].temperature = 0.5f;  // top_k 1 on the scaled logits: the same ties
   b.rows[3].top_k = 1;
-  b.upload(nullptr);
-  model_kernels::sample(b.logits_view(), static_cast<const SampleRow*>(b.d_rows.data()), b.reqs(),
-                        static_cast<std::int32_t*>(b.d_tokens.data()), nullptr);
-  EXPECT_EQ(b.tokens(nullptr), (std::vector<std::int32_t>{3000, 6000, 9000, 12000}));
+  for (const SamplerKernel kernel : kKernels) {
+    b.upload(nullptr);  // poisons the output too
+    model_kernels::sample(b.logits_view(), static_cast<const SampleRow*>(b.d_rows.data()), b.reqs(),
+                          static_cast<std::int32_t*>(b.d_tokens.data()), nullptr, kernel);
+    EXPECT_EQ(b.tokens(nullptr), (std::vector<std::int32_t>{3000, 6000, 9000, 12000}))
+        << kernel_name(kernel);
+  }
 }
 
 TEST(Sampler, RefusesBadArguments) {

@@ -13,8 +13,10 @@
 // and sample_reference (a sort and a walk) gives the same one.
 
 #include <cstdint>
+#include <cstdlib>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
+#include <string_view>
 
 #include "freezeframe/core/error.h"
 #include "model/sampler_kernel.h"
@@ -197,8 +199,19 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const __grid_constant_
 
 }  // namespace
 
+SamplerKernel sampler_kernel_from_environment() {
+  static const SamplerKernel kernel = [] {
+    const char* v = std::getenv("FREEZEFRAME_SAMPLER_KERNEL");
+    const std::string_view name = v == nullptr ? "radix" : v;
+    FF_CHECK(name == "radix" || name == "buckets", ErrorCode::kInvalidArgument,
+             "FREEZEFRAME_SAMPLER_KERNEL=", name, ": radix or buckets");
+    return name == "buckets" ? SamplerKernel::kBuckets : SamplerKernel::kRadix;
+  }();
+  return kernel;
+}
+
 void sample(const TensorView& logits, const SampleRow* rows, int reqs, std::int32_t* token_ids,
-            cudaStream_t stream) {
+            cudaStream_t stream, SamplerKernel kernel) {
   using E = ErrorCode;
   constexpr const char* fn = "sample";
   FF_CHECK(logits.defined() && logits.is_cuda() && logits.dim() == 2 &&
@@ -212,6 +225,10 @@ void sample(const TensorView& logits, const SampleRow* rows, int reqs, std::int3
   FF_CHECK(reqs == 0 || (rows != nullptr && token_ids != nullptr), E::kInvalidArgument, fn,
            ": the rows or the token ids are null");
   if (reqs == 0) return;
+  if (kernel == SamplerKernel::kBuckets) {
+    detail::launch_bucket_sampler(logits, rows, reqs, token_ids, stream);
+    return;
+  }
   SampleParams p;
   p.logits = logits.data_as<const float>();
   p.row_stride = logits.stride(0);
