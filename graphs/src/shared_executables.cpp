@@ -56,33 +56,38 @@ std::string describe_node(cudaGraphNode_t node) {
   }
 }
 
-/// The function a kernel node runs: the runtime's handle, or for a node a library launched
-/// through the driver (cuBLAS), the driver's function or library kernel; null when neither
-/// says.
-const void* kernel_function(cudaGraphNode_t node) {
-  cudaKernelNodeParams params{};
-  if (cudaGraphKernelNodeGetParams(node, &params) == cudaSuccess && params.func != nullptr) {
-    return params.func;
-  }
-  (void)cudaGetLastError();
-  using GetParams = CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2*);
-  static const GetParams get = [] {
+/// The driver's cuGraphKernelNodeGetParams, or null where the driver does not give it.
+using DriverGetParams = CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2*);
+DriverGetParams driver_get_params() {
+  static const DriverGetParams get = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
     if (cudaGetDriverEntryPointByVersion("cuGraphKernelNodeGetParams", &fn, 12000,
                                          cudaEnableDefault, &found) != cudaSuccess ||
         found != cudaDriverEntryPointSuccess) {
       (void)cudaGetLastError();
-      return GetParams{nullptr};
+      return DriverGetParams{nullptr};
     }
-    return reinterpret_cast<GetParams>(fn);
+    return reinterpret_cast<DriverGetParams>(fn);
   }();
-  CUDA_KERNEL_NODE_PARAMS_v2 driver{};
-  if (get == nullptr || get(reinterpret_cast<CUgraphNode>(node), &driver) != CUDA_SUCCESS) {
-    return nullptr;
+  return get;
+}
+
+/// The function a kernel node runs, as the driver names it (a CUfunction, or a library kernel
+/// for a node a library launched through the driver, cuBLAS's); null when it does not say.
+/// The driver is asked first: the runtime's query fails, with an error a sanitizer reports,
+/// for every kernel the runtime did not register itself.
+const void* kernel_function(cudaGraphNode_t node) {
+  if (const DriverGetParams get = driver_get_params()) {
+    CUDA_KERNEL_NODE_PARAMS_v2 driver{};
+    if (get(reinterpret_cast<CUgraphNode>(node), &driver) != CUDA_SUCCESS) return nullptr;
+    return driver.func != nullptr ? static_cast<const void*>(driver.func)
+                                  : static_cast<const void*>(driver.kern);
   }
-  if (driver.func != nullptr) return driver.func;
-  return driver.kern;
+  cudaKernelNodeParams params{};
+  if (cudaGraphKernelNodeGetParams(node, &params) == cudaSuccess) return params.func;
+  (void)cudaGetLastError();
+  return nullptr;
 }
 
 }  // namespace
