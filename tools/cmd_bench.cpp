@@ -13,6 +13,8 @@
 // in the graph mode the dispatcher runs them in, with their model TFLOP/s (step_flops.h).
 // With --sample the engine draws each request's next token on the device (temperature 0.8,
 // top-k 50, top-p 0.95), and the op breakdown shows the draw's cost per step.
+// A spec with tp.world_size T > 1 runs as T ranks on this GPU (a LocalGroup), the op breakdown
+// showing the collectives (all_reduce, gather_logits).
 
 #include <cuda_runtime_api.h>
 
@@ -32,6 +34,7 @@
 #include "freezeframe/core/device.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/runtime/engine.h"
+#include "freezeframe/engine/runtime/local_group.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "prefill_shapes.h"
 #include "step_flops.h"
@@ -58,7 +61,9 @@ constexpr const char* kUsage =
     "  --backend NAME     run every layer's attention on this backend\n"
     "  --device-memory    device memory the plan assumes (default: the GPU's free memory)\n"
     "  --json FILE        writes the figures as JSON (decode rows in \"results\", prefill\n"
-    "                     rows in \"prefill\"; serve-sim --cost-model reads both)\n";
+    "                     rows in \"prefill\"; serve-sim --cost-model reads both)\n"
+    "A spec with tp.world_size T > 1 runs its T ranks on this GPU (a local group), each with\n"
+    "1/T of the device memory; the figures are rank 0's.\n";
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -373,6 +378,81 @@ void write_json(const std::string& path, const Engine& engine, const BenchFigure
 
 const std::string_view kBenchUsage = kUsage;
 
+/// The bench on one rank's engine: every figure measured, and printed to `out` (rank 0's:
+/// stdout; the other ranks of a tensor-parallel deployment, which must make the same calls,
+/// print nowhere) with the JSON written when `json_path` is given.
+void bench_engine(Engine& engine, const std::vector<int>& batches,
+                  const std::vector<PrefillShape>& prefill, BenchFigures f,
+                  const std::string& json_path, std::FILE* out) {
+  const CaptureReport& report = engine.capture_report();
+  FF_CHECK(report.failure.empty(), ErrorCode::kCudaError, "capture failed: ", report.failure);
+  // The KV blocks are known once planned.
+  for (const PrefillShape& shape : prefill) {
+    check_prefill_shape(shape, f.prefill_context, engine.limits(), engine.spec());
+  }
+  const MemoryRegion* weights = engine.plan().find("weights");
+  f.weight_bytes = weights != nullptr ? static_cast<double>(weights->bytes) : 0.0;
+
+  std::fprintf(out, "spec %s (%s), backend %s, context %d, %d iterations; graph mode %.*s%s\n",
+               engine.spec().source.c_str(), engine.spec().model.name.c_str(),
+               engine.spec().model.layers.front().backend.c_str(), f.context, f.iterations,
+               int(to_string(engine.dispatcher().mode()).size()),
+               to_string(engine.dispatcher().mode()).data(),
+               f.sample ? "; tokens sampled on the device" : "");
+  std::fprintf(out,
+               "capture: %zu descriptors, %d graphs on %d executables in %.1f ms (warm-up %.1f ms "
+               "of it); graph memory %.2f MiB (kernels loaded by the warm-up: %.2f MiB)\n",
+               report.captured.size(), engine.num_graphs(), engine.num_executables(),
+               report.total_ms, report.warmup_ms, report.graph_device_bytes / 1048576.0,
+               report.warmup_device_bytes / 1048576.0);
+  std::mt19937 rng(1);
+  if (!batches.empty()) {
+    std::fprintf(out, "%6s %10s %13s %9s %14s %16s\n", "batch", "eager ms", "piecewise ms",
+                 "full ms", "host us/step", "weights TB/s");
+  }
+  for (const int b : batches) {
+    const Row row = time_decode(engine, b, f.context, f.iterations, rng);
+    const double best = row.ms[int(RuntimeMode::kFull)] > 0 ? row.ms[int(RuntimeMode::kFull)]
+                                                            : row.ms[int(RuntimeMode::kPiecewise)];
+    std::fprintf(out, "%6d %10s %13s %9s %14.1f %16.2f\n", b, cell(row.ms[0]).c_str(),
+                 cell(row.ms[1]).c_str(), cell(row.ms[2]).c_str(), row.host_us[0],
+                 best > 0 ? f.weight_bytes / (best * 1e-3) / 1e12 : 0.0);
+    f.decode.push_back(row);
+  }
+  if (!f.decode.empty()) {
+    std::fprintf(out,
+                 "host time per step (median, us): validate + upload + launch = step() call\n");
+  }
+  for (const Row& r : f.decode) {
+    for (int c = 0; c < kHostConditions; ++c) {
+      const StepHostTimes& h = r.host[c];
+      std::fprintf(out, "%6d %-10s %7.1f + %7.1f + %7.1f = %7.1f\n", r.batch,
+                   kHostConditionNames[c], h.validate_us, h.upload_us, h.launch_us, r.host_us[c]);
+    }
+  }
+  if (!prefill.empty()) {
+    std::fprintf(out,
+                 "prefill after %d cached tokens per request (TFLOP/s in the dispatched mode)\n",
+                 f.prefill_context);
+    std::fprintf(out, "%11s %10s %13s %9s %10s\n", "b x n", "eager ms", "piecewise ms", "full ms",
+                 "TFLOP/s");
+  }
+  for (const PrefillShape& shape : prefill) {
+    const PrefillRow row = time_prefill(engine, shape, f.prefill_context, f.iterations, rng);
+    const std::string name = std::to_string(shape.b) + "x" + std::to_string(shape.n);
+    std::fprintf(out, "%11s %10s %13s %9s %10.1f\n", name.c_str(), cell(row.ms[0]).c_str(),
+                 cell(row.ms[1]).c_str(), cell(row.ms[2]).c_str(), row.tflops());
+    f.prefill.push_back(row);
+  }
+  std::fprintf(out, "device time by op, eager with events between ops (ms)\n");
+  for (const Row& r : f.decode) std::fprintf(out, "%11d %s\n", r.batch, r.breakdown.text().c_str());
+  for (const PrefillRow& r : f.prefill) {
+    const std::string name = std::to_string(r.shape.b) + "x" + std::to_string(r.shape.n);
+    std::fprintf(out, "%11s %s\n", name.c_str(), r.breakdown.text().c_str());
+  }
+  if (!json_path.empty()) write_json(json_path, engine, f);
+}
+
 int run_bench(Args args) {
   EngineArgs common;
   std::vector<int> batches = {1, 8, 64, 256};
@@ -416,72 +496,32 @@ int run_bench(Args args) {
   EngineOptions options;
   options.device_memory = device_memory(common.device_bytes).bytes;
   options.sample_tokens = f.sample;
-  Engine engine(std::move(spec), options);
-  const CaptureReport& report = engine.capture_report();
-  FF_CHECK(report.failure.empty(), ErrorCode::kCudaError, "capture failed: ", report.failure);
-  // The KV blocks are known once planned.
-  for (const PrefillShape& shape : prefill) {
-    check_prefill_shape(shape, f.prefill_context, engine.limits(), engine.spec());
+  const int ranks = spec.tp.world_size;
+  if (ranks == 1) {
+    Engine engine(std::move(spec), options);
+    bench_engine(engine, batches, prefill, f, common.json_path, stdout);
+    return 0;
   }
-  const MemoryRegion* weights = engine.plan().find("weights");
-  f.weight_bytes = weights != nullptr ? static_cast<double>(weights->bytes) : 0.0;
-
-  std::printf("spec %s (%s), backend %s, context %d, %d iterations; graph mode %.*s%s\n",
-              engine.spec().source.c_str(), engine.spec().model.name.c_str(),
-              engine.spec().model.layers.front().backend.c_str(), f.context, f.iterations,
-              int(to_string(engine.dispatcher().mode()).size()),
-              to_string(engine.dispatcher().mode()).data(),
-              f.sample ? "; tokens sampled on the device" : "");
+  // A tensor-parallel spec runs as that many ranks on this GPU (a LocalGroup), each an engine
+  // on its own thread with its share of the memory; rank 0's figures are the deployment's
+  // (its steps wait for the others at every collective), and its op breakdown shows the
+  // collectives.
+  options.device_memory /= ranks;
   std::printf(
-      "capture: %zu descriptors, %d graphs on %d executables in %.1f ms (warm-up %.1f ms "
-      "of it); graph memory %.2f MiB (kernels loaded by the warm-up: %.2f MiB)\n",
-      report.captured.size(), engine.num_graphs(), engine.num_executables(), report.total_ms,
-      report.warmup_ms, report.graph_device_bytes / 1048576.0,
-      report.warmup_device_bytes / 1048576.0);
-  std::mt19937 rng(1);
-  if (!batches.empty()) {
-    std::printf("%6s %10s %13s %9s %14s %16s\n", "batch", "eager ms", "piecewise ms", "full ms",
-                "host us/step", "weights TB/s");
-  }
-  for (const int b : batches) {
-    const Row row = time_decode(engine, b, f.context, f.iterations, rng);
-    const double best = row.ms[int(RuntimeMode::kFull)] > 0 ? row.ms[int(RuntimeMode::kFull)]
-                                                            : row.ms[int(RuntimeMode::kPiecewise)];
-    std::printf("%6d %10s %13s %9s %14.1f %16.2f\n", b, cell(row.ms[0]).c_str(),
-                cell(row.ms[1]).c_str(), cell(row.ms[2]).c_str(), row.host_us[0],
-                best > 0 ? f.weight_bytes / (best * 1e-3) / 1e12 : 0.0);
-    f.decode.push_back(row);
-  }
-  if (!f.decode.empty()) {
-    std::printf("host time per step (median, us): validate + upload + launch = step() call\n");
-  }
-  for (const Row& r : f.decode) {
-    for (int c = 0; c < kHostConditions; ++c) {
-      const StepHostTimes& h = r.host[c];
-      std::printf("%6d %-10s %7.1f + %7.1f + %7.1f = %7.1f\n", r.batch, kHostConditionNames[c],
-                  h.validate_us, h.upload_us, h.launch_us, r.host_us[c]);
-    }
-  }
-  if (!prefill.empty()) {
-    std::printf("prefill after %d cached tokens per request (TFLOP/s in the dispatched mode)\n",
-                f.prefill_context);
-    std::printf("%11s %10s %13s %9s %10s\n", "b x n", "eager ms", "piecewise ms", "full ms",
-                "TFLOP/s");
-  }
-  for (const PrefillShape& shape : prefill) {
-    const PrefillRow row = time_prefill(engine, shape, f.prefill_context, f.iterations, rng);
-    const std::string name = std::to_string(shape.b) + "x" + std::to_string(shape.n);
-    std::printf("%11s %10s %13s %9s %10.1f\n", name.c_str(), cell(row.ms[0]).c_str(),
-                cell(row.ms[1]).c_str(), cell(row.ms[2]).c_str(), row.tflops());
-    f.prefill.push_back(row);
-  }
-  std::printf("device time by op, eager with events between ops (ms)\n");
-  for (const Row& r : f.decode) std::printf("%11d %s\n", r.batch, r.breakdown.text().c_str());
-  for (const PrefillRow& r : f.prefill) {
-    const std::string name = std::to_string(r.shape.b) + "x" + std::to_string(r.shape.n);
-    std::printf("%11s %s\n", name.c_str(), r.breakdown.text().c_str());
-  }
-  if (!common.json_path.empty()) write_json(common.json_path, engine, f);
+      "tp %d: every rank an engine on this GPU (a local group), with 1/%d of its memory; "
+      "the figures are rank 0's\n",
+      ranks, ranks);
+  std::FILE* nowhere = std::fopen("/dev/null", "w");
+  FF_CHECK(nowhere != nullptr, ErrorCode::kInternal, "cannot open /dev/null");
+  LocalGroup group(ranks);
+  group.run([&](int r) {
+    EngineOptions own = options;
+    own.communicator = &group.rank(r);
+    Engine engine(spec, own);
+    bench_engine(engine, batches, prefill, f, r == 0 ? common.json_path : std::string(),
+                 r == 0 ? stdout : nowhere);
+  });
+  std::fclose(nowhere);
   return 0;
 }
 

@@ -21,7 +21,6 @@
 #include "freezeframe/engine/runtime/local_group.h"
 #include "freezeframe/graphs/cuda_graph.h"
 #include "support/gpu.h"
-#include "support/on_every_rank.h"
 #include "support/random.h"
 
 namespace freezeframe {
@@ -89,8 +88,6 @@ void run(Communicator& comm, Op op, Rank& rank, std::size_t count, DType dtype) 
   }
 }
 
-using testing::on_every_rank;
-
 /// Checks what rank `r` received (its recv, or its send for the in-place all-reduce).
 void check(Op op, std::size_t count, int world, int r, DType dtype, const Rank& rank,
            const std::vector<HostTensor>& sends, const std::string& what) {
@@ -147,7 +144,7 @@ TEST_P(LocalGroupRanks, EveryCollectiveEagerlyAndReplayedFromGraphs) {
       // Eagerly, one collective at a time.
       for (const Op op : kOps) {
         const std::vector<HostTensor> sends = fill(op);
-        on_every_rank(world, [&](int r) {
+        group.run([&](int r) {
           run(group.rank(r), op, ranks[r], count, dtype);
           ranks[r].stream.synchronize();
         });
@@ -160,7 +157,7 @@ TEST_P(LocalGroupRanks, EveryCollectiveEagerlyAndReplayedFromGraphs) {
       // Each rank captures its graph of one collective; replayed three times with new inputs.
       for (const Op op : kOps) {
         std::vector<GraphExec> graphs(world);
-        on_every_rank(world, [&](int r) {
+        group.run([&](int r) {
           graphs[r] = GraphExec(capture_graph(
               ranks[r].stream.get(), [&] { run(group.rank(r), op, ranks[r], count, dtype); }));
         });
@@ -189,7 +186,7 @@ TEST(LocalGroup, RanksCallingDifferentCollectivesAreRefusedOnEveryRank) {
     rank.recv = DeviceBuffer(1024);
   }
   std::vector<std::string> messages(2);
-  on_every_rank(2, [&](int r) {
+  group.run([&](int r) {
     try {
       group.rank(r).all_gather(ranks[r].send.data(), ranks[r].recv.data(), r == 0 ? 10 : 11,
                                DType::kF32, ranks[r].stream.get());
@@ -203,7 +200,7 @@ TEST(LocalGroup, RanksCallingDifferentCollectivesAreRefusedOnEveryRank) {
         << m;
   }
   // The group goes on: the next matching collective runs.
-  on_every_rank(2, [&](int r) {
+  group.run([&](int r) {
     group.rank(r).all_reduce(ranks[r].send.data(), ranks[r].recv.data(), 4, DType::kF32,
                              ranks[r].stream.get());
     ranks[r].stream.synchronize();

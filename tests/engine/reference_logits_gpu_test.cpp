@@ -30,7 +30,6 @@
 #include "freezeframe/engine/runtime/local_group.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "support/gpu.h"
-#include "support/on_every_rank.h"
 
 namespace freezeframe {
 namespace {
@@ -160,7 +159,7 @@ TEST_P(ReferenceLogitsOverTwoRanks, MatchTransformers) {
   LocalGroup group(2);
   // [rank][mode][prompt]: every position fed one token at a time; eagerly, then in graphs.
   std::vector<float> every[2][2][3];
-  testing::on_every_rank(2, [&](int r) {
+  group.run([&](int r) {
     EngineOptions options;
     options.communicator = &group.rank(r);
     Engine engine(spec_of(c, 2), options);

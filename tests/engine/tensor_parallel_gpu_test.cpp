@@ -27,12 +27,10 @@
 #include "freezeframe/engine/runtime/local_group.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "support/gpu.h"
-#include "support/on_every_rank.h"
 
 namespace freezeframe {
 namespace {
 
-using testing::on_every_rank;
 using testing::relative_l2;
 
 constexpr double kTolerance = 1e-2;
@@ -182,7 +180,7 @@ TEST_P(TensorParallel, RanksGiveTheLogitsOfOneRank) {
     SCOPED_TRACE("T = " + std::to_string(t));
     LocalGroup group(t);
     std::vector<RankRun> runs(static_cast<std::size_t>(t));
-    on_every_rank(t, [&](int r) {
+    group.run([&](int r) {
       EngineOptions options = base;
       options.communicator = &group.rank(r);
       Engine engine(

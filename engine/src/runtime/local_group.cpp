@@ -3,6 +3,8 @@
 #include <array>
 #include <barrier>
 #include <cstdint>
+#include <exception>
+#include <thread>
 #include <vector>
 
 #include "freezeframe/core/cuda_handles.h"
@@ -44,6 +46,8 @@ struct LocalGroup::State {
   std::barrier<> meeting;
   std::array<Call, kMaxRanks> calls{};
   std::vector<std::unique_ptr<Communicator>> ranks;
+
+  int device = 0;  // the CUDA device the group lives on
 
   explicit State(int world_size) : world(world_size), meeting(world_size) {}
 
@@ -131,6 +135,7 @@ LocalGroup::LocalGroup(int world_size) {
   FF_CHECK(world_size >= 1 && world_size <= kMaxRanks, E::kInvalidArgument, "local group of ",
            world_size, " ranks: it holds 1 to ", kMaxRanks);
   state_ = std::make_unique<State>(world_size);
+  FF_CUDA_CHECK(cudaGetDevice(&state_->device));
   const std::size_t bytes = 3 * sizeof(std::uint32_t) * kMaxRanks * local_group::kMaxBlocks;
   state_->flags = DeviceBuffer(bytes);
   FF_CUDA_CHECK(cudaMemset(state_->flags.data(), 0, bytes));
@@ -147,6 +152,26 @@ Communicator& LocalGroup::rank(int r) {
   FF_CHECK(r >= 0 && r < state_->world, E::kInvalidArgument, "local group: rank ", r, " of ",
            state_->world);
   return *state_->ranks[static_cast<std::size_t>(r)];
+}
+
+void LocalGroup::run(const std::function<void(int rank)>& body) {
+  const int world = state_->world, device = state_->device;
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        FF_CUDA_CHECK(cudaSetDevice(device));
+        body(r);
+      } catch (...) {
+        errors[static_cast<std::size_t>(r)] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
 }
 
 }  // namespace freezeframe

@@ -14,6 +14,7 @@
 // Sums are taken in f32 and rounded once to the dtype (NCCL adds 16-bit values in their own
 // type), so 16-bit results may differ from NCCL's in the last place.
 
+#include <functional>
 #include <memory>
 
 #include "freezeframe/engine/runtime/communicator.h"
@@ -36,6 +37,11 @@ class LocalGroup {
   /// Rank r's communicator, valid while the group lives. Each rank's collectives are called
   /// from its own host thread: a collective returns once every rank has called it.
   [[nodiscard]] Communicator& rank(int r);
+  /// Runs body(r) for every rank r, each on a thread of its own on the group's device, and
+  /// returns when all have; rethrows the first rank's exception. A rank that throws before a
+  /// collective leaves the others waiting in it until they give up (20 s), so every rank should
+  /// fail alike (checks on what every rank shares) or not at all.
+  void run(const std::function<void(int rank)>& body);
 
   struct State;  ///< the ranks' meeting place and the device flags (local_group.cpp)
 
