@@ -281,8 +281,10 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
       return;
     case OpKind::kAllReduce: {
       std::optional<NvtxRange> range;  // eager steps only: pointless inside a capture
-      if (ranges)
-        range.emplace(op.layer < 0 ? "all_reduce[embedding]" : layers_[op.layer]->all_reduce_range);
+      if (ranges) {
+        range.emplace(op.layer < 0 ? "all_reduce[embedding]"
+                                   : layers_[op.layer]->all_reduce_range.c_str());
+      }
       const TensorView hidden = views_.tensors[hidden_];
       communicator_->all_reduce(hidden.data(), hidden.data(),
                                 static_cast<std::size_t>(rows) * hidden.size(1), hidden.dtype(),

@@ -199,13 +199,16 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const __grid_constant_
 
 }  // namespace
 
+SamplerKernel parse_sampler_kernel(std::string_view name) {
+  FF_CHECK(name == "radix" || name == "buckets", ErrorCode::kInvalidArgument,
+           "FREEZEFRAME_SAMPLER_KERNEL=", name, ": the sampler kernels are radix and buckets");
+  return name == "buckets" ? SamplerKernel::kBuckets : SamplerKernel::kRadix;
+}
+
 SamplerKernel sampler_kernel_from_environment() {
   static const SamplerKernel kernel = [] {
     const char* v = std::getenv("FREEZEFRAME_SAMPLER_KERNEL");
-    const std::string_view name = v == nullptr ? "radix" : v;
-    FF_CHECK(name == "radix" || name == "buckets", ErrorCode::kInvalidArgument,
-             "FREEZEFRAME_SAMPLER_KERNEL=", name, ": radix or buckets");
-    return name == "buckets" ? SamplerKernel::kBuckets : SamplerKernel::kRadix;
+    return parse_sampler_kernel(v == nullptr ? "radix" : v);
   }();
   return kernel;
 }

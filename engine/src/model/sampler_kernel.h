@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string_view>
 
 #include "freezeframe/core/tensor.h"
 
@@ -32,8 +33,10 @@ namespace model_kernels {
 /// FREEZEFRAME_SAMPLER_KERNEL=buckets|radix picks the engine's.
 enum class SamplerKernel { kRadix, kBuckets };
 
-/// The kernel FREEZEFRAME_SAMPLER_KERNEL names (read once), kRadix when unset; throws
-/// kInvalidArgument for another value.
+/// The kernel called `name` ("radix" or "buckets"); throws kInvalidArgument naming the variable
+/// for anything else.
+[[nodiscard]] SamplerKernel parse_sampler_kernel(std::string_view name);
+/// The kernel FREEZEFRAME_SAMPLER_KERNEL names (read once), kRadix when unset.
 [[nodiscard]] SamplerKernel sampler_kernel_from_environment();
 
 /// token_ids[r] = the token drawn from logits[r, :] under rows[r], for r < reqs; −1 where the
