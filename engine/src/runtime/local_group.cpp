@@ -95,7 +95,18 @@ struct LocalGroup::State {
     c.arrived = flag_array(0);
     c.left = flag_array(1);
     c.epochs = flag_array(2);
-    local_group::launch(c, stream);
+    std::exception_ptr failed;
+    try {
+      local_group::launch(c, stream);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    // Nobody launches its next kernel before every rank's collective is in its stream. The
+    // ranks share one CUDA context, where loading a kernel on its first launch (CUDA's lazy
+    // module loading, the default) waits for the device: a rank loading one while its
+    // collective spins for a rank that has not yet launched its own would wait forever.
+    meeting.arrive_and_wait();
+    if (failed) std::rethrow_exception(failed);
   }
 };
 

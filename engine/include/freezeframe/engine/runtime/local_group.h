@@ -4,12 +4,15 @@
 // single device.
 //
 // Each rank has its own host thread, stream and graphs, and calls the same collectives in the
-// same order as the others, as NCCL ranks do. A collective meets the other ranks once on the
-// host, when it is enqueued (eagerly or while a graph is captured), to learn their buffers'
-// addresses; the kernel each rank then enqueues reads and writes the other ranks' buffers
-// directly (one GPU, one address space) and waits for them through flags in device memory, each
-// of its blocks counting its collectives in a device counter, so a replayed graph runs them with
-// no host involved. The flags (a few KiB) are the group's own allocation, made once.
+// same order as the others, as NCCL ranks do. A collective meets the other ranks on the host
+// when it is enqueued (eagerly or while a graph is captured): before, to learn their buffers'
+// addresses, and after, so no rank goes on before every rank's collective is in its stream
+// (the ranks share one CUDA context, where a kernel's first launch loads it and waits for the
+// device, which would wait forever behind a collective spinning for a rank not yet there).
+// The kernel each rank enqueues reads and writes the other ranks' buffers directly (one GPU,
+// one address space) and waits for them through flags in device memory, each of its blocks
+// counting its collectives in a device counter, so a replayed graph runs them with no host
+// involved. The flags (a few KiB) are the group's own allocation, made once.
 //
 // Sums are taken in f32 and rounded once to the dtype (NCCL adds 16-bit values in their own
 // type), so 16-bit results may differ from NCCL's in the last place.
@@ -35,7 +38,7 @@ class LocalGroup {
 
   [[nodiscard]] int world_size() const;
   /// Rank r's communicator, valid while the group lives. Each rank's collectives are called
-  /// from its own host thread: a collective returns once every rank has called it.
+  /// from its own host thread: a collective returns once every rank has enqueued it.
   [[nodiscard]] Communicator& rank(int r);
   /// Runs body(r) for every rank r, each on a thread of its own on the group's device, and
   /// returns when all have; rethrows the first rank's exception. A rank that throws before a
