@@ -1,6 +1,5 @@
-// The on-device sampler's two kernels against its host reference (sample_reference): token ids
-// must be equal,
-// row by row, for greedy and sampled rows with fixed seeds over random logits, rows full of
+// The on-device sampler against its host reference (sample_reference): token ids must be
+// equal, row by row, for greedy and sampled rows with fixed seeds over random logits, rows full of
 // ties (bf16 values, rows of one value but a few), −∞ and NaN, rows so flat that every token
 // weighs, top_k 1, a tiny top_p, top-p alone, temperature 0, vocabularies from 1 to Qwen2's
 // 151,936 tokens, and padded (inactive) rows; launched eagerly and replayed from a graph whose
@@ -182,26 +181,18 @@ void fill_batch(Batch& b, std::mt19937& rng, int inactive_every = 7) {
   }
 }
 
-using model_kernels::SamplerKernel;
-constexpr SamplerKernel kKernels[] = {SamplerKernel::kRadix, SamplerKernel::kBuckets};
-
-std::string kernel_name(SamplerKernel k) {
-  return k == SamplerKernel::kRadix ? "radix" : "buckets";
-}
-
-// Both kernels, each against the reference.
-class Sampler : public ::testing::TestWithParam<std::tuple<SamplerKernel, int>> {};
+class Sampler : public ::testing::TestWithParam<int> {};
 
 TEST_P(Sampler, DrawsTheReferenceTokens) {
   FF_REQUIRE_GPU();
-  const auto [kernel, vocab] = GetParam();
+  const int vocab = GetParam();
   std::mt19937 rng(vocab);
   Batch b(vocab > 100000 ? 40 : 90, vocab);
   for (int round = 0; round < 3; ++round) {
     fill_batch(b, rng);
     b.upload(nullptr);
     model_kernels::sample(b.logits_view(), static_cast<const SampleRow*>(b.d_rows.data()), b.reqs(),
-                          static_cast<std::int32_t*>(b.d_tokens.data()), nullptr, kernel);
+                          static_cast<std::int32_t*>(b.d_tokens.data()), nullptr);
     const std::vector<std::int32_t> got = b.tokens(nullptr), want = b.expected();
     for (int r = 0; r < b.reqs(); ++r) {
       const SampleRow& row = b.rows[r];
@@ -215,20 +206,15 @@ TEST_P(Sampler, DrawsTheReferenceTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, Sampler,
-                         ::testing::Combine(::testing::ValuesIn(kKernels),
-                                            ::testing::Values(1, 2, 7, 1000, 1023, 1024, 1025,
-                                                              12345, 32000, 49152, 151936)),
-                         [](const auto& info) {
-                           return kernel_name(std::get<0>(info.param)) + "_vocab" +
-                                  std::to_string(std::get<1>(info.param));
-                         });
+                         ::testing::Values(1, 2, 7, 1000, 1023, 1024, 1025, 12345, 32000, 49152,
+                                           151936),
+                         [](const auto& info) { return "vocab" + std::to_string(info.param); });
 
 // The same launch captured once, replayed with new logits, parameters, seeds and positions
 // written into its buffers between replays: each replay draws that replay's tokens.
 TEST(Sampler, GraphReplayDrawsEachReplaysTokens) {
   FF_REQUIRE_GPU();
-  for (const SamplerKernel kernel : kKernels) {
-    SCOPED_TRACE(kernel_name(kernel));
+  {
     const Stream stream = Stream::create();
     Batch b(33, 32000);
     std::mt19937 rng(77);
@@ -236,8 +222,7 @@ TEST(Sampler, GraphReplayDrawsEachReplaysTokens) {
     b.upload(stream.get());
     const CudaGraph graph = capture_graph(stream.get(), [&] {
       model_kernels::sample(b.logits_view(), static_cast<const SampleRow*>(b.d_rows.data()),
-                            b.reqs(), static_cast<std::int32_t*>(b.d_tokens.data()), stream.get(),
-                            kernel);
+                            b.reqs(), static_cast<std::int32_t*>(b.d_tokens.data()), stream.get());
     });
     const GraphExec exec(graph);
     for (int replay = 0; replay < 5; ++replay) {
@@ -265,13 +250,10 @@ TEST(Sampler, GreedyTiesGoToTheLowestId) {
   }
   b.rows[3].temperature = 0.5f;  // top_k 1 on the scaled logits: the same ties
   b.rows[3].top_k = 1;
-  for (const SamplerKernel kernel : kKernels) {
-    b.upload(nullptr);  // poisons the output too
-    model_kernels::sample(b.logits_view(), static_cast<const SampleRow*>(b.d_rows.data()), b.reqs(),
-                          static_cast<std::int32_t*>(b.d_tokens.data()), nullptr, kernel);
-    EXPECT_EQ(b.tokens(nullptr), (std::vector<std::int32_t>{3000, 6000, 9000, 12000}))
-        << kernel_name(kernel);
-  }
+  b.upload(nullptr);  // poisons the output too
+  model_kernels::sample(b.logits_view(), static_cast<const SampleRow*>(b.d_rows.data()), b.reqs(),
+                        static_cast<std::int32_t*>(b.d_tokens.data()), nullptr);
+  EXPECT_EQ(b.tokens(nullptr), (std::vector<std::int32_t>{3000, 6000, 9000, 12000}));
 }
 
 TEST(Sampler, RefusesBadArguments) {

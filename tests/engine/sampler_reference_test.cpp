@@ -26,22 +26,6 @@ namespace s = sampling;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // Random123's known-answer vectors for Philox4x32-10 (kat_vectors: zeros, ones, digits of pi).
-// FREEZEFRAME_SAMPLER_KERNEL names one of the two kernels; anything else is refused by name.
-TEST(SamplerKernel, TheVariableNamesAKernel) {
-  EXPECT_EQ(model_kernels::parse_sampler_kernel("radix"), model_kernels::SamplerKernel::kRadix);
-  EXPECT_EQ(model_kernels::parse_sampler_kernel("buckets"), model_kernels::SamplerKernel::kBuckets);
-  try {
-    (void)model_kernels::parse_sampler_kernel("Buckets");
-    ADD_FAILURE() << "accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(e.message().find("FREEZEFRAME_SAMPLER_KERNEL=Buckets: the sampler kernels are "
-                               "radix and buckets"),
-              std::string::npos)
-        << e.message();
-  }
-}
-
 TEST(SamplingMath, PhiloxMatchesItsKnownAnswers) {
   const s::Philox4 zeros = s::philox4x32_10({{0, 0, 0, 0}}, 0, 0);
   EXPECT_EQ(zeros.v[0], 0x6627e8d5u);

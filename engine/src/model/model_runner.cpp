@@ -110,7 +110,6 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
   const MemoryRegion& cublas = arena.plan().region("cublas_workspace");
   gemm_ = std::make_unique<Gemm>(arena.view("cublas_workspace", DType::kU8, {cublas.bytes}));
   if (sample_tokens) {
-    sampler_kernel_ = model_kernels::sampler_kernel_from_environment();
     host_tokens_ =
         PinnedBuffer(sizeof(std::int32_t) * static_cast<std::size_t>(spec.scheduler.max_num_seqs));
   }
@@ -334,7 +333,7 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
       auto* ids = views_.tensors[op.writes[0]].data_as<std::int32_t>();
       model_kernels::sample(views_.tensors[op.reads[0]],
                             views_.tensors[op.reads[1]].data_as<const SampleRow>(), shape.reqs, ids,
-                            stream, sampler_kernel_);
+                            stream);
       FF_CUDA_CHECK(cudaMemcpyAsync(host_tokens_.data(), ids, sizeof(std::int32_t) * shape.reqs,
                                     cudaMemcpyDeviceToHost, stream));
       return;

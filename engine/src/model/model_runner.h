@@ -114,7 +114,6 @@ class ModelRunner {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::unique_ptr<Gemm> gemm_;
   PinnedBuffer host_tokens_;  // the sample op's tokens, max_num_seqs of them
-  model_kernels::SamplerKernel sampler_kernel_ = model_kernels::SamplerKernel::kRadix;
   int token_ids_ = -1, positions_ = -1, hidden_ = -1;
   std::vector<float> rope_inv_freq_;  ///< one per rotary pair of a head (rope_inv_frequencies)
 };

@@ -7,7 +7,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <string_view>
 
 #include "freezeframe/core/tensor.h"
 
@@ -26,31 +25,12 @@ static_assert(sizeof(SampleRow) == 32, "the staged slice is sized as 32 bytes pe
 
 namespace model_kernels {
 
-/// Two kernels draw the same tokens (both match sample_reference exactly). kRadix reads the
-/// row in up to ~18 passes (its radix histograms' 64-bit shared atomics serialise on the few
-/// top digits most tokens share: 1.8 ms a row of 128k tokens); kBuckets in two for most rows
-/// (sampler_bucket_kernel.cu). kRadix stays the default until kBuckets has run on a GPU;
-/// FREEZEFRAME_SAMPLER_KERNEL=buckets|radix picks the engine's.
-enum class SamplerKernel { kRadix, kBuckets };
-
-/// The kernel called `name` ("radix" or "buckets"); throws kInvalidArgument naming the variable
-/// for anything else.
-[[nodiscard]] SamplerKernel parse_sampler_kernel(std::string_view name);
-/// The kernel FREEZEFRAME_SAMPLER_KERNEL names (read once), kRadix when unset.
-[[nodiscard]] SamplerKernel sampler_kernel_from_environment();
-
 /// token_ids[r] = the token drawn from logits[r, :] under rows[r], for r < reqs; −1 where the
 /// row is not active. logits: f32 [≥ reqs, vocab] on the device, unit column stride, vocab <
 /// 2^21 (so a row's total weight stays below 2^53); rows and token_ids: device memory of reqs
 /// entries. The launch depends on reqs and the logits' shape only.
 void sample(const TensorView& logits, const SampleRow* rows, int reqs, std::int32_t* token_ids,
-            cudaStream_t stream, SamplerKernel kernel = SamplerKernel::kRadix);
-
-namespace detail {
-/// The bucket kernel's launch, after sample() has checked the arguments.
-void launch_bucket_sampler(const TensorView& logits, const SampleRow* rows, int reqs,
-                           std::int32_t* token_ids, cudaStream_t stream);
-}  // namespace detail
+            cudaStream_t stream);
 
 }  // namespace model_kernels
 }  // namespace freezeframe
