@@ -52,6 +52,21 @@ TEST(ModelProgram, Llama31_8bHasEightBillionParameters) {
   EXPECT_EQ(lifetimes[hidden].first_op, 0);
   EXPECT_EQ(lifetimes[hidden].last_op, static_cast<int>(program.ops.size()) - 3)
       << "the residual stream lives until the final norm";
+  EXPECT_EQ(program.tensors[hidden].dtype, DType::kBF16);
+}
+
+// model.residual_dtype: f32 keeps the residual stream in f32; everything else stays bf16.
+TEST(ModelProgram, ResidualStreamInF32) {
+  EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
+  spec.model.residual = DType::kF32;
+  const ModelProgram program = build_model_program(spec);
+  for (const ProgramTensor& t : program.tensors) {
+    if (t.name == "hidden") {
+      EXPECT_EQ(t.dtype, DType::kF32);
+    } else if (t.name == "layers.0.qkv" || t.name == "layers.0.attn_in") {
+      EXPECT_EQ(t.dtype, DType::kBF16) << t.name;
+    }
+  }
 }
 
 TEST(ModelProgram, MlaLayersUseTheirOwnProjections) {

@@ -48,6 +48,7 @@ struct EmbeddingCase {
   const char* name;
   DType dtype;
   int vocab, width, out_cols;  // out is the first `width` columns of [rows + 2, out_cols]
+  DType out_dtype = DType::kU8;  // kU8: the table's; f32: a residual stream kept in f32
 };
 
 std::ostream& operator<<(std::ostream& os, const EmbeddingCase& c) { return os << c.name; }
@@ -63,7 +64,8 @@ TEST_P(Embedding, CopiesRowsAndZeroesOutOfRangeIds) {
   // -1 and vocab are out of range: zero rows.
   const std::vector<std::int32_t> ids = {5, -1, c.vocab - 1, c.vocab, 0, 5, 3};
   const int rows = static_cast<int>(ids.size()), out_rows = rows + 2;
-  HostTensor out = poisoned_tensor(c.dtype, {out_rows, c.out_cols});
+  HostTensor out =
+      poisoned_tensor(c.out_dtype == DType::kU8 ? c.dtype : c.out_dtype, {out_rows, c.out_cols});
 
   auto d_table = upload(table), d_out = upload(out);
   DeviceBuffer d_ids = upload_vector(ids);
@@ -92,7 +94,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(EmbeddingCase{"bf16_w4096", DType::kBF16, 300, 4096, 4096},
                       EmbeddingCase{"f16_w4096_slice", DType::kF16, 50, 4096, 4104},
                       EmbeddingCase{"bf16_w1001_scalar", DType::kBF16, 70, 1001, 1001},
-                      EmbeddingCase{"f16_w64_odd_out_stride", DType::kF16, 20, 64, 67}),
+                      EmbeddingCase{"f16_w64_odd_out_stride", DType::kF16, 20, 64, 67},
+                      EmbeddingCase{"bf16_w4096_into_f32", DType::kBF16, 300, 4096, 4096,
+                                    DType::kF32},
+                      EmbeddingCase{"f16_w576_into_f32_slice", DType::kF16, 40, 576, 584,
+                                    DType::kF32},
+                      EmbeddingCase{"bf16_w1001_into_f32_scalar", DType::kBF16, 70, 1001, 1001,
+                                    DType::kF32}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // The RMS norm kernels against double-precision host norms: every row of a step, and chosen
-// rows (the LM head's); bf16 and f16, vector and scalar paths, outputs poisoned with NaN bytes.
+// rows (the LM head's); bf16 and f16, from inputs of that dtype or f32 (a residual stream kept
+// in f32), vector and scalar paths, outputs poisoned with NaN bytes.
 // Tolerances as in model_kernels_gpu_test.cpp (2u of the output dtype).
 
 #include <gtest/gtest.h>
@@ -40,6 +41,7 @@ struct RmsNormCase {
   int rows, extra_rows;          // tensors have rows + extra_rows rows
   int width, in_cols, out_cols;  // in / out: the first `width` columns of [.., *_cols]
   bool in_place;                 // out is in
+  DType in_dtype = DType::kU8;   // kU8: the output's dtype
 };
 
 std::ostream& operator<<(std::ostream& os, const RmsNormCase& c) { return os << c.name; }
@@ -52,7 +54,8 @@ TEST_P(RmsNorm, MatchesHostNorm) {
   const int total = c.rows + c.extra_rows;
   const float eps = 1e-5f;
   std::mt19937 rng(2);
-  HostTensor in(c.dtype, {total, c.in_cols}), weight(c.dtype, {c.width});
+  const DType in_dtype = c.in_dtype == DType::kU8 ? c.dtype : c.in_dtype;
+  HostTensor in(in_dtype, {total, c.in_cols}), weight(c.dtype, {c.width});
   testing::fill_normal(in, rng, 2.0f);
   testing::fill_uniform(weight, rng, 0.5f, 1.5f);
   const int out_cols = c.in_place ? c.in_cols : c.out_cols;
@@ -104,7 +107,13 @@ INSTANTIATE_TEST_SUITE_P(
         RmsNormCase{"f16_latent_slice_of_576", DType::kF16, 5, 3, 512, 576, 512, false},
         RmsNormCase{"bf16_w1003_scalar", DType::kBF16, 3, 1, 1003, 1003, 1003, false},
         RmsNormCase{"f16_w96_odd_strides_scalar", DType::kF16, 4, 2, 96, 101, 99, false},
-        RmsNormCase{"bf16_w2048_in_place", DType::kBF16, 6, 2, 2048, 2048, 2048, true}),
+        RmsNormCase{"bf16_w2048_in_place", DType::kBF16, 6, 2, 2048, 2048, 2048, true},
+        // An f32 residual stream normed into the model dtype.
+        RmsNormCase{"f32_in_bf16_w4096_300_rows", DType::kBF16, 300, 4, 4096, 4096, 4096, false,
+                    DType::kF32},
+        RmsNormCase{"f32_in_f16_w576_decode", DType::kF16, 3, 2, 576, 576, 576, false, DType::kF32},
+        RmsNormCase{"f32_in_bf16_w96_odd_strides_scalar", DType::kBF16, 4, 2, 96, 101, 99, false,
+                    DType::kF32}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // ---------------------------------------------------------------------------------------------
@@ -114,6 +123,7 @@ struct LastTokensCase {
   const char* name;
   DType dtype;
   int width;
+  DType in_dtype = DType::kU8;  // kU8: the output's dtype
 };
 
 std::ostream& operator<<(std::ostream& os, const LastTokensCase& c) { return os << c.name; }
@@ -130,7 +140,8 @@ TEST_P(RmsNormLastTokens, NormsEachRequestsLastTokenAndZeroesEmptyRequests) {
   const int rows = static_cast<int>(row_index.size()), out_rows = rows + 2;
   const int tokens = 13;
   std::mt19937 rng(3);
-  HostTensor in(c.dtype, {tokens, c.width}), weight(c.dtype, {c.width});
+  HostTensor in(c.in_dtype == DType::kU8 ? c.dtype : c.in_dtype, {tokens, c.width}),
+      weight(c.dtype, {c.width});
   testing::fill_normal(in, rng);
   testing::fill_uniform(weight, rng, -1.5f, -0.5f);
   HostTensor out = poisoned_tensor(c.dtype, {out_rows, c.width});
@@ -168,7 +179,9 @@ TEST_P(RmsNormLastTokens, NormsEachRequestsLastTokenAndZeroesEmptyRequests) {
 INSTANTIATE_TEST_SUITE_P(Cases, RmsNormLastTokens,
                          ::testing::Values(LastTokensCase{"bf16_w4096", DType::kBF16, 4096},
                                            LastTokensCase{"f16_w4096", DType::kF16, 4096},
-                                           LastTokensCase{"bf16_w1003_scalar", DType::kBF16, 1003}),
+                                           LastTokensCase{"bf16_w1003_scalar", DType::kBF16, 1003},
+                                           LastTokensCase{"f32_in_bf16_w4096", DType::kBF16, 4096,
+                                                          DType::kF32}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

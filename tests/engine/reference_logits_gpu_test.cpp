@@ -46,17 +46,29 @@ struct Case {
   const char* logits;      ///< <logits>.logits.safetensors
   const char* backend;
   const char* sharing = "across_sizes";  ///< cuda_graphs.share_piecewise_executables
+  const char* residual = "auto";         ///< model.residual_dtype
 };
+
+/// The name of a case's test: the checkpoint and backend, and what differs from the defaults.
+std::string name_of(const Case& c, bool with_sharing) {
+  std::string name = std::string(c.checkpoint) + "_" + c.backend;
+  if (with_sharing) name += std::string("_") + c.sharing;
+  if (std::string(c.residual) == "f32") name += "_f32_residual";
+  for (char& ch : name) {
+    if (ch == '-' || ch == '.') ch = '_';
+  }
+  return name;
+}
 
 std::ostream& operator<<(std::ostream& os, const Case& c) {
   return os << c.checkpoint << " on " << c.backend << ", piecewise executables shared "
-            << c.sharing;
+            << c.sharing << ", residual stream " << c.residual;
 }
 
 EngineSpec spec_of(const Case& c, int tp = 1) {
   const std::string yaml = std::string("model:\n  checkpoint: ") + c.checkpoint +
-                           "\n  builtin_weights: false\n  dtype: bf16\n"
-                           "  attention:\n    backend: " +
+                           "\n  builtin_weights: false\n  dtype: bf16\n  residual_dtype: " +
+                           c.residual + "\n  attention:\n    backend: " +
                            c.backend +
                            "\ncache:\n  block_size: 16\n  memory_budget: 64MiB\n"
                            "scheduler:\n  max_num_seqs: 8\n  max_num_batched_tokens: 64\n"
@@ -197,15 +209,11 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, ReferenceLogitsOverTwoRanks,
                          ::testing::Values(Case{"tiny-llama3", "tiny-llama3", "paged_decode"},
                                            Case{"tiny-llama3.gguf", "tiny-llama3", "paged_decode"},
                                            Case{"tiny-mistral", "tiny-mistral", "reference"},
-                                           Case{"tiny-qwen2", "tiny-qwen2", "paged_decode"}),
-                         [](const auto& info) {
-                           std::string name =
-                               std::string(info.param.checkpoint) + "_" + info.param.backend;
-                           for (char& ch : name) {
-                             if (ch == '-' || ch == '.') ch = '_';
-                           }
-                           return name;
-                         });
+                                           Case{"tiny-qwen2", "tiny-qwen2", "paged_decode"},
+                                           // The all-reduces of an f32 residual stream.
+                                           Case{"tiny-llama3", "tiny-llama3", "paged_decode",
+                                                "across_sizes", "f32"}),
+                         [](const auto& info) { return name_of(info.param, false); });
 
 INSTANTIATE_TEST_SUITE_P(
     Checkpoints, ReferenceLogits,
@@ -217,15 +225,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-qwen2", "tiny-qwen2", "paged_decode"},
                       Case{"tiny-qwen2", "tiny-qwen2", "reference"},
                       Case{"tiny-llama3", "tiny-llama3", "paged_decode", "none"},
-                      Case{"tiny-llama3", "tiny-llama3", "paged_decode", "across_layers"}),
-    [](const auto& info) {
-      std::string name =
-          std::string(info.param.checkpoint) + "_" + info.param.backend + "_" + info.param.sharing;
-      for (char& ch : name) {
-        if (ch == '-' || ch == '.') ch = '_';
-      }
-      return name;
-    });
+                      Case{"tiny-llama3", "tiny-llama3", "paged_decode", "across_layers"},
+                      Case{"tiny-qwen2", "tiny-qwen2", "paged_decode", "across_sizes", "f32"},
+                      Case{"tiny-mistral", "tiny-mistral", "reference", "across_sizes", "f32"}),
+    [](const auto& info) { return name_of(info.param, true); });
 
 }  // namespace
 }  // namespace freezeframe

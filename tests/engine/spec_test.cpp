@@ -56,6 +56,18 @@ TEST(Spec, Llama31_8bMatchesItsPublishedConfig) {
   EXPECT_EQ(m.layers[31].backend, "reference");
   EXPECT_EQ(m.layers[0].sliding_window, 0);
   EXPECT_EQ(spec.kv_cache_dtype(), DType::kBF16) << "auto resolves to the model dtype";
+  EXPECT_EQ(m.residual_dtype(), DType::kBF16) << "the residual stream in the model dtype";
+}
+
+TEST(Spec, ResidualStreamInF32) {
+  EXPECT_EQ(parse_spec(kTiny).model.residual_dtype(), parse_spec(kTiny).model.dtype);
+  std::string text = kTiny;
+  const std::string anchor = "model:\n";
+  ASSERT_EQ(text.rfind(anchor, 0), 0u);
+  text.insert(anchor.size(), "  residual_dtype: f32\n");
+  const EngineSpec spec = parse_spec(text);
+  EXPECT_EQ(spec.model.dtype, DType::kBF16);
+  EXPECT_EQ(spec.model.residual_dtype(), DType::kF32);
 }
 
 TEST(Spec, EveryShippedConfigLoads) {

@@ -49,9 +49,11 @@ __global__ void reshape_and_cache_kernel(const __grid_constant__ CacheWriteParam
   }
 }
 
-/// Eight elements of T as the cache's type.
+/// Eight elements of the cache's type, aligned as one vector store (16 bytes of a 16-bit
+/// cache, 8 of fp8): without the alignment the compiler stores them one element at a time,
+/// eight partial-sector stores an item, which held the write to a third of the copy bandwidth.
 template <typename CacheT>
-struct Pack8 {
+struct alignas(8 * sizeof(CacheT)) Pack8 {
   CacheT v[8];
 };
 
@@ -60,30 +62,34 @@ struct Pack8 {
 // (token, group of 8); a CTA takes kVec8Items · kVec8Threads consecutive ones, and each thread
 // issues the loads of its kVec8Items items before their stores, so enough bytes are in flight
 // to approach the copy bandwidth (one CTA per row with one item a thread reached a quarter).
+// Indices are 32-bit (the host checks that the items and the cache's slots fit), as 64-bit
+// division is a long software sequence.
 constexpr int kVec8Threads = 128;
 constexpr int kVec8Items = 4;
 
 template <typename T, typename CacheT>
 __global__ void __launch_bounds__(kVec8Threads)
     reshape_and_cache_vec8_kernel(const __grid_constant__ CacheWriteParams p, int num_slots) {
-  const int vectors = p.num_kv_heads * p.head_size / 8;  // per row
-  const std::int64_t total = static_cast<std::int64_t>(num_slots) * vectors;
-  const std::int64_t first =
-      static_cast<std::int64_t>(blockIdx.x) * kVec8Threads * kVec8Items + threadIdx.x;
+  const auto vectors = static_cast<std::uint32_t>(p.num_kv_heads * p.head_size / 8);  // a row
+  const std::uint32_t total = static_cast<std::uint32_t>(num_slots) * vectors;
+  const std::uint32_t first = blockIdx.x * kVec8Threads * kVec8Items + threadIdx.x;
+  const auto block_size = static_cast<std::uint32_t>(p.block_size);
+  const auto group_of_head = static_cast<std::uint32_t>(p.head_size / 8);
+  // The slots, keys and values are loaded together (a store needs its slot, a load does not),
+  // so one memory latency, not two, comes before the stores.
   uint4 k[kVec8Items], v[kVec8Items];
-  std::int64_t dst[kVec8Items];
+  std::int64_t slot[kVec8Items];
+  std::int64_t in_head[kVec8Items];  // the item's offset within its token's cache row
 #pragma unroll
   for (int u = 0; u < kVec8Items; ++u) {
-    const std::int64_t item = first + u * kVec8Threads;
-    dst[u] = -1;
+    const std::uint32_t item = first + u * kVec8Threads;
+    slot[u] = -1;
     if (item >= total) continue;
-    const auto token = static_cast<int>(item / vectors);
-    const int e = static_cast<int>(item - static_cast<std::int64_t>(token) * vectors);
-    const std::int64_t slot = p.slot_mapping[token];
-    if (slot < 0) continue;  // padding, or a token another DCP rank owns
-    const int head = e * 8 / p.head_size, d = e * 8 % p.head_size;
-    dst[u] = slot / p.block_size * p.stride_block + slot % p.block_size * p.stride_token +
-             head * p.stride_head + d;
+    const std::uint32_t token = item / vectors;
+    const std::uint32_t e = item - token * vectors;
+    const std::uint32_t head = e / group_of_head, d = (e - head * group_of_head) * 8;
+    in_head[u] = head * p.stride_head + d;
+    slot[u] = p.slot_mapping[token];
     k[u] = *reinterpret_cast<const uint4*>(
         static_cast<const T*>(p.key) + token * p.key_stride_token + head * p.key_stride_head + d);
     v[u] = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.value) +
@@ -92,7 +98,10 @@ __global__ void __launch_bounds__(kVec8Threads)
   }
 #pragma unroll
   for (int u = 0; u < kVec8Items; ++u) {
-    if (dst[u] < 0) continue;
+    if (slot[u] < 0) continue;  // past the end, padding, or a token another DCP rank owns
+    const std::uint32_t block = static_cast<std::uint32_t>(slot[u]) / block_size;
+    const std::uint32_t offset = static_cast<std::uint32_t>(slot[u]) - block * block_size;
+    const std::int64_t dst = block * p.stride_block + offset * p.stride_token + in_head[u];
     const T* ks = reinterpret_cast<const T*>(&k[u]);
     const T* vs = reinterpret_cast<const T*>(&v[u]);
     Pack8<CacheT> ko, vo;
@@ -101,8 +110,8 @@ __global__ void __launch_bounds__(kVec8Threads)
       ko.v[i] = from_float<CacheT>(to_float(ks[i]) * p.inv_k_scale);
       vo.v[i] = from_float<CacheT>(to_float(vs[i]) * p.inv_v_scale);
     }
-    *reinterpret_cast<Pack8<CacheT>*>(static_cast<CacheT*>(p.k_cache) + dst[u]) = ko;
-    *reinterpret_cast<Pack8<CacheT>*>(static_cast<CacheT*>(p.v_cache) + dst[u]) = vo;
+    *reinterpret_cast<Pack8<CacheT>*>(static_cast<CacheT*>(p.k_cache) + dst) = ko;
+    *reinterpret_cast<Pack8<CacheT>*>(static_cast<CacheT*>(p.v_cache) + dst) = vo;
   }
 }
 
@@ -159,7 +168,13 @@ void launch_reshape_and_cache(const TensorView& key, const TensorView& value,
   p.inv_v_scale = 1.0f / v_scale;
 
   const DType in = key.dtype(), cache = k_cache.dtype();
-  const bool vec8 = aligned_for_vec8(p, size_of(cache));
+  // The vectorised kernel's 32-bit indices: the step's items and the cache's slots fit.
+  constexpr std::int64_t kIndexLimit = std::int64_t(1) << 32;
+  const bool indices_fit =
+      std::int64_t(num_slots) * p.num_kv_heads * p.head_size / 8 + kVec8Threads * kVec8Items <
+          kIndexLimit &&
+      k_cache.size(0) * k_cache.size(1) < kIndexLimit;
+  const bool vec8 = indices_fit && aligned_for_vec8(p, size_of(cache));
   if (in == DType::kBF16 && cache == DType::kBF16)
     return launch<__nv_bfloat16, __nv_bfloat16>(p, vec8, num_slots, stream);
   if (in == DType::kF16 && cache == DType::kF16)

@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "freezeframe/core/convert.cuh"
 #include "freezeframe/core/error.h"
@@ -41,6 +42,30 @@ __device__ __forceinline__ void store(T* p, const Pack<T, kN>& value) {
 template <typename T>
 constexpr int kVec16 = 16 / static_cast<int>(sizeof(T));
 
+// kN consecutive elements as floats, in accesses of at most 16 bytes (an f32 residual row read
+// in packs as wide as a 16-bit one's: two accesses each).
+template <typename T, int kN>
+__device__ __forceinline__ void load_floats(const T* p, float (&f)[kN]) {
+  constexpr int kChunk = kN < kVec16<T> ? kN : kVec16<T>;
+#pragma unroll
+  for (int c = 0; c < kN; c += kChunk) {
+    const Pack<T, kChunk> x = load<T, kChunk>(p + c);
+#pragma unroll
+    for (int j = 0; j < kChunk; ++j) f[c + j] = to_float(x.v[j]);
+  }
+}
+template <typename T, int kN>
+__device__ __forceinline__ void store_floats(T* p, const float (&f)[kN]) {
+  constexpr int kChunk = kN < kVec16<T> ? kN : kVec16<T>;
+#pragma unroll
+  for (int c = 0; c < kN; c += kChunk) {
+    Pack<T, kChunk> y;
+#pragma unroll
+    for (int j = 0; j < kChunk; ++j) y.v[j] = from_float<T>(f[c + j]);
+    store<T, kChunk>(p + c, y);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Host helpers
 
@@ -63,6 +88,13 @@ inline void dispatch_model_dtype(DType dtype, F&& f) {
   FF_THROW(ErrorCode::kInternal, "model kernel dispatched on ", name_of(dtype));
 }
 
+// The same for the residual stream's dtype: the model dtype or f32.
+template <typename F>
+inline void dispatch_residual_dtype(DType dtype, F&& f) {
+  if (dtype == DType::kF32) return f(TypeTag<float>{});
+  dispatch_model_dtype(dtype, std::forward<F>(f));
+}
+
 inline bool is_model_dtype(DType dtype) { return dtype == DType::kBF16 || dtype == DType::kF16; }
 
 inline std::string describe(const TensorView& t) { return t.defined() ? t.describe() : "nothing"; }
@@ -79,15 +111,17 @@ inline int threads_for(std::int64_t units, int max_threads) {
   return static_cast<int>(std::clamp<std::int64_t>(rounded, kWarp, max_threads));
 }
 
-// A device matrix [≥ rows, width] of the model dtype with unit column stride, whose rows do not
-// overlap when it is written. Returns its width.
+// A device matrix [≥ rows, width] of the model dtype (or, for a residual stream, f32) with unit
+// column stride, whose rows do not overlap when it is written. Returns its width.
 inline std::int64_t check_matrix(const char* fn, const char* name, const TensorView& t,
-                                 std::int64_t rows, bool written) {
+                                 std::int64_t rows, bool written, bool residual = false) {
   using E = ErrorCode;
   FF_CHECK(t.defined() && t.is_cuda() && t.dim() == 2, E::kInvalidArgument, fn, ": ", name,
            " must be a 2-d device tensor, got ", describe(t));
-  FF_CHECK(is_model_dtype(t.dtype()), E::kInvalidArgument, fn, ": ", name,
-           " must be bf16 or f16, got ", t.describe());
+  FF_CHECK(is_model_dtype(t.dtype()) || (residual && t.dtype() == DType::kF32),
+           E::kInvalidArgument, fn, ": ", name, residual ? " must be bf16, f16 or f32, got "
+                                                         : " must be bf16 or f16, got ",
+           t.describe());
   const std::int64_t width = t.size(1);
   FF_CHECK(width >= 1 && width <= INT_MAX, E::kInvalidArgument, fn, ": ", name,
            " has an unsupported width: ", t.describe());

@@ -40,24 +40,25 @@ struct EmbeddingParams {
   int width;
 };
 
-// grid (rows, chunks): CTA y copies every gridDim.y-th block of packs of row x.
-template <typename T, int kVec>
+// grid (rows, chunks): CTA y copies every gridDim.y-th block of packs of row x, into rows of
+// the table's dtype T or, for an f32 residual stream, TOut = float.
+template <typename T, typename TOut, int kVec>
 __global__ void embedding_kernel(const __grid_constant__ EmbeddingParams p) {
   const int row = blockIdx.x;
   const std::int64_t id = p.token_ids[row] - p.first_id;
   const bool valid = id >= 0 && id < p.vocab;
   const T* src = static_cast<const T*>(p.table) + (valid ? id : 0) * p.table_stride;
-  T* dst = static_cast<T*>(p.out) + row * p.out_stride;
+  TOut* dst = static_cast<TOut*>(p.out) + row * p.out_stride;
   const int units = p.width / kVec;
   for (int u = blockIdx.y * blockDim.x + threadIdx.x; u < units; u += gridDim.y * blockDim.x) {
-    Pack<T, kVec> v;
+    float v[kVec];
     if (valid) {
-      v = load<T, kVec>(src + u * kVec);
+      load_floats<T, kVec>(src + u * kVec, v);
     } else {
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) v.v[j] = from_float<T>(0.0f);
+      for (int j = 0; j < kVec; ++j) v[j] = 0.0f;
     }
-    store<T, kVec>(dst + u * kVec, v);
+    store_floats<TOut, kVec>(dst + u * kVec, v);
   }
 }
 
@@ -263,10 +264,12 @@ void embedding(const TensorView& table, const std::int32_t* token_ids, int rows,
   constexpr const char* fn = "embedding";
   check_rows_arg(fn, "rows", rows);
   const std::int64_t width = check_matrix(fn, "table", table, 0, false);
-  check_matrix(fn, "out", out, rows, true);
+  check_matrix(fn, "out", out, rows, true, true);
   FF_CHECK(out.size(1) == width, ErrorCode::kInvalidArgument, fn, ": out ", out.describe(),
            " and table ", table.describe(), " differ in width");
-  check_same(fn, table, "table", out, "out");
+  if (out.dtype() != DType::kF32) check_same(fn, table, "table", out, "out");
+  FF_CHECK(table.device() == out.device(), ErrorCode::kInvalidArgument, fn,
+           ": table and out are on different devices");
   FF_CHECK(rows == 0 || token_ids != nullptr, ErrorCode::kInvalidArgument, fn,
            ": token_ids is null");
   if (rows == 0) return;
@@ -288,10 +291,18 @@ void embedding(const TensorView& table, const std::int32_t* token_ids, int rows,
     const std::int64_t units = vector ? width / kVec : width;
     const int threads = threads_for(units, 256);
     const dim3 grid = row_chunk_grid(rows, units, threads);
-    if (vector) {
-      embedding_kernel<T, kVec><<<grid, threads, 0, stream>>>(p);
+    auto run = [&](auto out_tag) {
+      using TOut = typename decltype(out_tag)::type;
+      if (vector) {
+        embedding_kernel<T, TOut, kVec><<<grid, threads, 0, stream>>>(p);
+      } else {
+        embedding_kernel<T, TOut, 1><<<grid, threads, 0, stream>>>(p);
+      }
+    };
+    if (out.dtype() == DType::kF32) {
+      run(TypeTag<float>{});
     } else {
-      embedding_kernel<T, 1><<<grid, threads, 0, stream>>>(p);
+      run(tag);
     }
     FF_CHECK_LAUNCH();
   });

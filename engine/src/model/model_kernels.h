@@ -16,13 +16,14 @@ namespace freezeframe::model_kernels {
 
 /// out[r, :] = table[token_ids[r] − first_id, :] for r < rows. table [n, width] holds the rows
 /// of ids [first_id, first_id + n) (a tensor-parallel rank's vocabulary shard); out [≥ rows,
-/// width] (row stride may exceed width). Ids outside them give a zero row.
+/// width] (row stride may exceed width), of the table's dtype or f32 (a residual stream kept in
+/// f32). Ids outside them give a zero row.
 void embedding(const TensorView& table, const std::int32_t* token_ids, int rows,
                const TensorView& out, cudaStream_t stream, std::int64_t first_id = 0);
 
 /// out[r, :] = in[r, :] / sqrt(mean(in[r, :]²) + eps) · weight for r < rows. in, out
 /// [≥ rows, width] (each may have a row stride larger than width, e.g. a slice of a wider
-/// tensor); weight [width].
+/// tensor); weight [width] of out's dtype; in of out's dtype or f32 (a residual stream).
 void rms_norm(const TensorView& in, const TensorView& weight, float eps, const TensorView& out,
               int rows, cudaStream_t stream);
 

@@ -32,8 +32,9 @@ struct RmsNormParams {
 
 // One CTA per output row. Pass 1 sums squares (f32) and reduces them through CUB; pass 2
 // re-reads the row (now in L1/L2), scales and writes it. In place (in == out) is safe: every
-// element is read by the thread that writes it, after the reduction.
-template <typename T, int kVec, int kThreads>
+// element is read by the thread that writes it, after the reduction. The input is of the
+// output's dtype T or, for an f32 residual stream, f32.
+template <typename TIn, typename T, int kVec, int kThreads>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_kernel(const __grid_constant__ RmsNormParams p) {
   using BlockReduce = cub::BlockReduce<float, kThreads>;
@@ -57,17 +58,15 @@ __global__ void __launch_bounds__(kThreads)
       return;
     }
   }
-  const T* in = static_cast<const T*>(p.in) + src_row * p.in_stride;
+  const TIn* in = static_cast<const TIn*>(p.in) + src_row * p.in_stride;
   const T* weight = static_cast<const T*>(p.weight);
 
   float sum_sq = 0.0f;
   for (int u = threadIdx.x; u < units; u += kThreads) {
-    const Pack<T, kVec> x = load<T, kVec>(in + u * kVec);
+    float x[kVec];
+    load_floats<TIn, kVec>(in + u * kVec, x);
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      const float f = to_float(x.v[j]);
-      sum_sq += f * f;
-    }
+    for (int j = 0; j < kVec; ++j) sum_sq += x[j] * x[j];
   }
   const float total = BlockReduce(reduce_storage).Sum(sum_sq);
   if (threadIdx.x == 0) s_inv_rms = rsqrtf(total / static_cast<float>(p.width) + p.eps);
@@ -75,35 +74,35 @@ __global__ void __launch_bounds__(kThreads)
   const float inv_rms = s_inv_rms;
 
   for (int u = threadIdx.x; u < units; u += kThreads) {
-    const Pack<T, kVec> x = load<T, kVec>(in + u * kVec);
+    float x[kVec];
+    load_floats<TIn, kVec>(in + u * kVec, x);
     const Pack<T, kVec> w = load<T, kVec>(weight + u * kVec);
     Pack<T, kVec> y;
 #pragma unroll
-    for (int j = 0; j < kVec; ++j)
-      y.v[j] = from_float<T>(to_float(x.v[j]) * inv_rms * to_float(w.v[j]));
+    for (int j = 0; j < kVec; ++j) y.v[j] = from_float<T>(x[j] * inv_rms * to_float(w.v[j]));
     store<T, kVec>(out + u * kVec, y);
   }
 }
 
-template <typename T, int kVec, int kThreads>
+template <typename TIn, typename T, int kVec, int kThreads>
 void launch_rms_norm(const RmsNormParams& p, int rows, cudaStream_t stream) {
-  rms_norm_kernel<T, kVec, kThreads><<<rows, kThreads, 0, stream>>>(p);
+  rms_norm_kernel<TIn, T, kVec, kThreads><<<rows, kThreads, 0, stream>>>(p);
   FF_CHECK_LAUNCH();
 }
 
 // CTA size: few rows get big CTAs (each row is a CTA, so with few rows the per-row latency is
 // the step's latency); many rows get 256 threads, so several CTAs share an SM. Never more
 // threads than packs, down to 128.
-template <typename T, int kVec>
+template <typename TIn, typename T, int kVec>
 void dispatch_rms_norm(const RmsNormParams& p, int rows, cudaStream_t stream) {
   const int units = p.width / kVec;
   int threads = rows < 256 ? 1024 : 256;
   while (threads > 128 && threads / 2 >= units) threads /= 2;
   switch (threads) {
-    case 1024: return launch_rms_norm<T, kVec, 1024>(p, rows, stream);
-    case 512: return launch_rms_norm<T, kVec, 512>(p, rows, stream);
-    case 256: return launch_rms_norm<T, kVec, 256>(p, rows, stream);
-    default: return launch_rms_norm<T, kVec, 128>(p, rows, stream);
+    case 1024: return launch_rms_norm<TIn, T, kVec, 1024>(p, rows, stream);
+    case 512: return launch_rms_norm<TIn, T, kVec, 512>(p, rows, stream);
+    case 256: return launch_rms_norm<TIn, T, kVec, 256>(p, rows, stream);
+    default: return launch_rms_norm<TIn, T, kVec, 128>(p, rows, stream);
   }
 }
 
@@ -111,7 +110,7 @@ void run_rms_norm(const char* fn, const TensorView& in, const TensorView& weight
                   const TensorView& out, int rows, std::int64_t in_rows_needed,
                   const std::int32_t* row_index, cudaStream_t stream) {
   using E = ErrorCode;
-  const std::int64_t width = check_matrix(fn, "in", in, in_rows_needed, false);
+  const std::int64_t width = check_matrix(fn, "in", in, in_rows_needed, false, true);
   check_matrix(fn, "out", out, rows, true);
   FF_CHECK(out.size(1) == width, E::kInvalidArgument, fn, ": out ", out.describe(), " and in ",
            in.describe(), " differ in width");
@@ -119,8 +118,10 @@ void run_rms_norm(const char* fn, const TensorView& in, const TensorView& weight
                weight.stride(0) == 1,
            E::kInvalidArgument, fn, ": weight must be a contiguous device tensor [", width,
            "], got ", describe(weight));
-  check_same(fn, in, "in", out, "out");
-  check_same(fn, in, "in", weight, "weight");
+  if (in.dtype() != DType::kF32) check_same(fn, in, "in", out, "out");
+  check_same(fn, out, "out", weight, "weight");
+  FF_CHECK(in.device() == out.device(), E::kInvalidArgument, fn,
+           ": in and out are on different devices");
   FF_CHECK(std::isfinite(eps) && eps >= 0.0f, E::kInvalidArgument, fn,
            ": eps must be finite and ≥ 0, got ", eps);
   if (rows == 0) return;
@@ -135,14 +136,23 @@ void run_rms_norm(const char* fn, const TensorView& in, const TensorView& weight
   p.out_stride = out.stride(0);
   p.width = static_cast<int>(width);
   p.eps = eps;
-  dispatch_model_dtype(in.dtype(), [&](auto tag) {
+  dispatch_model_dtype(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kVec = kVec16<T>;
-    if (rows_vectorizable(in, width, kVec) && rows_vectorizable(out, width, kVec) &&
-        aligned16(weight.data())) {
-      dispatch_rms_norm<T, kVec>(p, rows, stream);
+    const bool vector = rows_vectorizable(in, width, kVec) &&
+                        rows_vectorizable(out, width, kVec) && aligned16(weight.data());
+    auto run = [&](auto in_tag) {
+      using TIn = typename decltype(in_tag)::type;
+      if (vector) {
+        dispatch_rms_norm<TIn, T, kVec>(p, rows, stream);
+      } else {
+        dispatch_rms_norm<TIn, T, 1>(p, rows, stream);
+      }
+    };
+    if (in.dtype() == DType::kF32) {
+      run(TypeTag<float>{});
     } else {
-      dispatch_rms_norm<T, 1>(p, rows, stream);
+      run(tag);
     }
   });
 }

@@ -16,6 +16,7 @@ const std::vector<std::string> kAttentionTypes = {"decoder", "encoder", "encoder
 const std::vector<std::string> kMlpKinds = {"gated_silu", "none"};
 const std::vector<std::string> kModelDTypes = {"bf16",     "f16",     "f32",
                                                "bfloat16", "float16", "float32"};
+const std::vector<std::string> kResidualDTypes = {"auto", "f32", "float32"};
 
 MlpKind parse_mlp(const std::string& s) {
   return s == "none" ? MlpKind::kNone : MlpKind::kGatedSilu;
@@ -34,7 +35,7 @@ void SpecParser::parse_model(const YAML::Node& m) {
   r_.check_keys(m, "model",
                 {"name", "checkpoint", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
                  "head_size", "intermediate_size", "vocab_size", "tie_word_embeddings", "dtype",
-                 "rope_theta", "rms_norm_eps", "max_position_embeddings", "builtin_weights", "mlp",
+                 "residual_dtype", "rope_theta", "rms_norm_eps", "max_position_embeddings", "builtin_weights", "mlp",
                  "attention", "mla", "layers"});
   ModelSpec& model = spec_.model;
   read_checkpoint(m);
@@ -100,6 +101,9 @@ void SpecParser::parse_model(const YAML::Node& m) {
   } else if (!SpecReader::child(m, "dtype").IsDefined() && model.checkpoint &&
              model.checkpoint->dtype) {
     model.dtype = *model.checkpoint->dtype;
+  }
+  if (auto v = r_.read_choice(m, "residual_dtype", "model", kResidualDTypes)) {
+    if (*v != "auto") model.residual = DType::kF32;
   }
   // Numbers kept as floats are compared as the spec keeps them.
   auto number = [&](std::string_view key, double max, float& out) {

@@ -66,6 +66,9 @@ struct ModelSpec {
   int vocab_size = 0;
   bool tie_word_embeddings = false;
   DType dtype = DType::kBF16;
+  /// model.residual_dtype: the residual stream's dtype when it is not the model's (f32, so
+  /// the sums of the layers' outputs are not rounded to 16 bits at every layer).
+  std::optional<DType> residual;
   float rope_theta = 10000.0f;
   float rms_norm_eps = 1e-5f;
   std::int64_t max_position_embeddings = 0;
@@ -78,6 +81,8 @@ struct ModelSpec {
   std::vector<LayerSpec> layers;  ///< one per layer, defaults and overrides resolved
 
   [[nodiscard]] bool is_mla() const { return mla.has_value(); }
+  /// The residual stream's dtype with "auto" resolved.
+  [[nodiscard]] DType residual_dtype() const { return residual.value_or(dtype); }
 };
 
 /// The budget for the whole arena: a fraction of device memory or a number of bytes.
