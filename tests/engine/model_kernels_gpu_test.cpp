@@ -47,7 +47,7 @@ using testing::upload_vector;
 struct EmbeddingCase {
   const char* name;
   DType dtype;
-  int vocab, width, out_cols;  // out is the first `width` columns of [rows + 2, out_cols]
+  int vocab, width, out_cols;    // out is the first `width` columns of [rows + 2, out_cols]
   DType out_dtype = DType::kU8;  // kU8: the table's; f32: a residual stream kept in f32
 };
 
@@ -91,16 +91,14 @@ TEST_P(Embedding, CopiesRowsAndZeroesOutOfRangeIds) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, Embedding,
-    ::testing::Values(EmbeddingCase{"bf16_w4096", DType::kBF16, 300, 4096, 4096},
-                      EmbeddingCase{"f16_w4096_slice", DType::kF16, 50, 4096, 4104},
-                      EmbeddingCase{"bf16_w1001_scalar", DType::kBF16, 70, 1001, 1001},
-                      EmbeddingCase{"f16_w64_odd_out_stride", DType::kF16, 20, 64, 67},
-                      EmbeddingCase{"bf16_w4096_into_f32", DType::kBF16, 300, 4096, 4096,
-                                    DType::kF32},
-                      EmbeddingCase{"f16_w576_into_f32_slice", DType::kF16, 40, 576, 584,
-                                    DType::kF32},
-                      EmbeddingCase{"bf16_w1001_into_f32_scalar", DType::kBF16, 70, 1001, 1001,
-                                    DType::kF32}),
+    ::testing::Values(
+        EmbeddingCase{"bf16_w4096", DType::kBF16, 300, 4096, 4096},
+        EmbeddingCase{"f16_w4096_slice", DType::kF16, 50, 4096, 4104},
+        EmbeddingCase{"bf16_w1001_scalar", DType::kBF16, 70, 1001, 1001},
+        EmbeddingCase{"f16_w64_odd_out_stride", DType::kF16, 20, 64, 67},
+        EmbeddingCase{"bf16_w4096_into_f32", DType::kBF16, 300, 4096, 4096, DType::kF32},
+        EmbeddingCase{"f16_w576_into_f32_slice", DType::kF16, 40, 576, 584, DType::kF32},
+        EmbeddingCase{"bf16_w1001_into_f32_scalar", DType::kBF16, 70, 1001, 1001, DType::kF32}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // ---------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <barrier>
 #include <cstdio>
 #include <span>
 #include <string>
@@ -61,20 +62,20 @@ std::string name_of(const Case& c, bool with_sharing) {
 }
 
 std::ostream& operator<<(std::ostream& os, const Case& c) {
-  return os << c.checkpoint << " on " << c.backend << ", piecewise executables shared "
-            << c.sharing << ", residual stream " << c.residual;
+  return os << c.checkpoint << " on " << c.backend << ", piecewise executables shared " << c.sharing
+            << ", residual stream " << c.residual;
 }
 
 EngineSpec spec_of(const Case& c, int tp = 1) {
-  const std::string yaml = std::string("model:\n  checkpoint: ") + c.checkpoint +
-                           "\n  builtin_weights: false\n  dtype: bf16\n  residual_dtype: " +
-                           c.residual + "\n  attention:\n    backend: " +
-                           c.backend +
-                           "\ncache:\n  block_size: 16\n  memory_budget: 64MiB\n"
-                           "scheduler:\n  max_num_seqs: 8\n  max_num_batched_tokens: 64\n"
-                           "cuda_graphs:\n  mode: full_and_piecewise\n  max_capture_size: 64\n"
-                           "  share_piecewise_executables: " +
-                           c.sharing + "\ntp:\n  world_size: " + std::to_string(tp) + "\n";
+  const std::string yaml =
+      std::string("model:\n  checkpoint: ") + c.checkpoint +
+      "\n  builtin_weights: false\n  dtype: bf16\n  residual_dtype: " + c.residual +
+      "\n  attention:\n    backend: " + c.backend +
+      "\ncache:\n  block_size: 16\n  memory_budget: 64MiB\n"
+      "scheduler:\n  max_num_seqs: 8\n  max_num_batched_tokens: 64\n"
+      "cuda_graphs:\n  mode: full_and_piecewise\n  max_capture_size: 64\n"
+      "  share_piecewise_executables: " +
+      c.sharing + "\ntp:\n  world_size: " + std::to_string(tp) + "\n";
   // Parsed as if it lay among the fixtures: the checkpoint path is relative to them.
   return parse_spec(yaml, (reference_fixtures() / "spec.yaml").string());
 }
@@ -171,12 +172,13 @@ TEST_P(ReferenceLogitsOverTwoRanks, MatchTransformers) {
   LocalGroup group(2);
   // [rank][mode][prompt]: every position fed one token at a time; eagerly, then in graphs.
   std::vector<float> every[2][2][3];
+  std::barrier<> steps_done(2);
   group.run([&](int r) {
     EngineOptions options;
     options.communicator = &group.rank(r);
     Engine engine(spec_of(c, 2), options);
     EXPECT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
-    SequenceRunner runner(engine, static_cast<int>(prompts.size()), longest);
+    SequenceRunner runner(engine, static_cast<int>(prompts.size()), longest, &steps_done);
     const StepOptions modes[2] = {{.eager = true}, {}};
     for (int m = 0; m < 2; ++m) {
       auto logits = runner.one_at_a_time(prompts, modes[m]);

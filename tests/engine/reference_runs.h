@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -81,7 +82,10 @@ inline int argmax(std::span<const float> v) {
 /// of one step never share a block.
 class SequenceRunner {
  public:
-  SequenceRunner(Engine& engine, int sequences, int max_len) : engine_(engine) {
+  /// `ranks`: the group's ranks when this engine is one of several sharing a GPU, which meet
+  /// after each step's copy (LocalGroup::run says why); null for one rank.
+  SequenceRunner(Engine& engine, int sequences, int max_len, std::barrier<>* ranks = nullptr)
+      : engine_(engine), ranks_(ranks) {
     const DeploymentLimits& limits = engine.limits();
     vocab_ = limits.vocab_size;
     const int per_sequence = (max_len + limits.block_size - 1) / limits.block_size;
@@ -121,6 +125,7 @@ class SequenceRunner {
     EXPECT_EQ(cudaMemcpy(logits.data(), result.logits.data(), logits.size() * sizeof(float),
                          cudaMemcpyDeviceToHost),
               cudaSuccess);
+    if (ranks_ != nullptr) ranks_->arrive_and_wait();
     return logits;
   }
 
@@ -164,6 +169,7 @@ class SequenceRunner {
 
  private:
   Engine& engine_;
+  std::barrier<>* ranks_ = nullptr;
   int vocab_ = 0;
   std::vector<std::vector<std::int32_t>> blocks_;
   std::set<RuntimeMode> modes_;

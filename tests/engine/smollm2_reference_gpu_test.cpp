@@ -44,8 +44,8 @@ constexpr int kGreedy = 64;
 struct Case {
   const char* dtype;
   const char* backend;
-  float near_tie;        ///< a reference gap below it may flip
-  double min_agreement;  ///< teacher-forced top-1 agreement
+  float near_tie;                 ///< a reference gap below it may flip
+  double min_agreement;           ///< teacher-forced top-1 agreement
   const char* residual = "auto";  ///< model.residual_dtype
 };
 

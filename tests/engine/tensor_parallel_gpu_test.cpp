@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -111,7 +112,10 @@ struct RankRun {
   std::vector<RuntimeMode> ran;
 };
 
-RankRun run_steps(Engine& engine, const Sequences& seqs) {
+/// `ranks` (the group's ranks, null for one rank) meet after each step's copies: ranks sharing
+/// a GPU must not wait for the device (a synchronous copy may) while another rank's collective
+/// waits for them, so no rank starts a step before every rank is done with the one before.
+RankRun run_steps(Engine& engine, const Sequences& seqs, std::barrier<>* ranks = nullptr) {
   RankRun run;
   const int block_size = engine.limits().block_size;
   for (const Mode& mode : kModes) {
@@ -139,6 +143,7 @@ RankRun run_steps(Engine& engine, const Sequences& seqs) {
                 cudaSuccess);
       logits.push_back(std::move(host));
       tokens.emplace_back(result.host_token_ids.begin(), result.host_token_ids.end());
+      if (ranks != nullptr) ranks->arrive_and_wait();
     }
   }
   return run;
@@ -180,6 +185,7 @@ TEST_P(TensorParallel, RanksGiveTheLogitsOfOneRank) {
     SCOPED_TRACE("T = " + std::to_string(t));
     LocalGroup group(t);
     std::vector<RankRun> runs(static_cast<std::size_t>(t));
+    std::barrier<> steps_done(t);
     group.run([&](int r) {
       EngineOptions options = base;
       options.communicator = &group.rank(r);
@@ -188,7 +194,7 @@ TEST_P(TensorParallel, RanksGiveTheLogitsOfOneRank) {
           options);
       EXPECT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
       EXPECT_EQ(engine.geometry().rank.tp_rank, r);
-      runs[static_cast<std::size_t>(r)] = run_steps(engine, seqs);
+      runs[static_cast<std::size_t>(r)] = run_steps(engine, seqs, &steps_done);
     });
     EXPECT_EQ(runs[0].ran, one.ran) << "the same dispatch as one rank";
     for (std::size_t m = 0; m < std::size(kModes); ++m) {

@@ -118,9 +118,9 @@ inline std::int64_t check_matrix(const char* fn, const char* name, const TensorV
   using E = ErrorCode;
   FF_CHECK(t.defined() && t.is_cuda() && t.dim() == 2, E::kInvalidArgument, fn, ": ", name,
            " must be a 2-d device tensor, got ", describe(t));
-  FF_CHECK(is_model_dtype(t.dtype()) || (residual && t.dtype() == DType::kF32),
-           E::kInvalidArgument, fn, ": ", name, residual ? " must be bf16, f16 or f32, got "
-                                                         : " must be bf16 or f16, got ",
+  FF_CHECK(is_model_dtype(t.dtype()) || (residual && t.dtype() == DType::kF32), E::kInvalidArgument,
+           fn, ": ", name,
+           residual ? " must be bf16, f16 or f32, got " : " must be bf16 or f16, got ",
            t.describe());
   const std::int64_t width = t.size(1);
   FF_CHECK(width >= 1 && width <= INT_MAX, E::kInvalidArgument, fn, ": ", name,

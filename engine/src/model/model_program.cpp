@@ -138,8 +138,7 @@ ModelProgram ProgramBuilder::build() {
   const int token_ids = tensor("token_ids", 1, -1, TensorHome::kInput, DType::kI32);
   const int positions = tensor("positions", 1, -1, TensorHome::kInput, DType::kI64);
   // The residual stream, updated in place.
-  const int hidden =
-      tensor("hidden", h, -1, TensorHome::kActivation, model_.residual_dtype());
+  const int hidden = tensor("hidden", h, -1, TensorHome::kActivation, model_.residual_dtype());
   const std::int64_t vocab_rows = shard_.vocab_rows;
   const int embed = weight("embed_tokens", {vocab_rows, h}, -1);
   op(OpKind::kEmbedding, -1, {token_ids}, {hidden}, {embed});

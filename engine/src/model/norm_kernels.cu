@@ -139,8 +139,8 @@ void run_rms_norm(const char* fn, const TensorView& in, const TensorView& weight
   dispatch_model_dtype(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kVec = kVec16<T>;
-    const bool vector = rows_vectorizable(in, width, kVec) &&
-                        rows_vectorizable(out, width, kVec) && aligned16(weight.data());
+    const bool vector = rows_vectorizable(in, width, kVec) && rows_vectorizable(out, width, kVec) &&
+                        aligned16(weight.data());
     auto run = [&](auto in_tag) {
       using TIn = typename decltype(in_tag)::type;
       if (vector) {

@@ -33,10 +33,26 @@ bool parse_index(std::string_view text, int& out) {
 
 void SpecParser::parse_model(const YAML::Node& m) {
   r_.check_keys(m, "model",
-                {"name", "checkpoint", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
-                 "head_size", "intermediate_size", "vocab_size", "tie_word_embeddings", "dtype",
-                 "residual_dtype", "rope_theta", "rms_norm_eps", "max_position_embeddings", "builtin_weights", "mlp",
-                 "attention", "mla", "layers"});
+                {"name",
+                 "checkpoint",
+                 "num_layers",
+                 "hidden_size",
+                 "num_heads",
+                 "num_kv_heads",
+                 "head_size",
+                 "intermediate_size",
+                 "vocab_size",
+                 "tie_word_embeddings",
+                 "dtype",
+                 "residual_dtype",
+                 "rope_theta",
+                 "rms_norm_eps",
+                 "max_position_embeddings",
+                 "builtin_weights",
+                 "mlp",
+                 "attention",
+                 "mla",
+                 "layers"});
   ModelSpec& model = spec_.model;
   read_checkpoint(m);
   const bool from_file = checkpoint_node_.IsDefined();

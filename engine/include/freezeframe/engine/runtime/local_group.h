@@ -43,7 +43,10 @@ class LocalGroup {
   /// Runs body(r) for every rank r, each on a thread of its own on the group's device, and
   /// returns when all have; rethrows the first rank's exception. A rank that throws before a
   /// collective leaves the others waiting in it until they give up (20 s), so every rank should
-  /// fail alike (checks on what every rank shares) or not at all.
+  /// fail alike (checks on what every rank shares) or not at all. Between collectives a rank
+  /// must not make a call that may wait for the whole device (a synchronous cudaMemcpy, a
+  /// cudaFree) while another rank's collective may be waiting for it on the device: meet on
+  /// the host first (a std::barrier after each step, as the tests do).
   void run(const std::function<void(int rank)>& body);
 
   struct State;  ///< the ranks' meeting place and the device flags (local_group.cpp)
