@@ -9,7 +9,6 @@
 #include <climits>
 #include <cstdint>
 #include <string>
-#include <utility>
 
 #include "freezeframe/core/convert.cuh"
 #include "freezeframe/core/error.h"
@@ -86,13 +85,6 @@ inline void dispatch_model_dtype(DType dtype, F&& f) {
     default: break;
   }
   FF_THROW(ErrorCode::kInternal, "model kernel dispatched on ", name_of(dtype));
-}
-
-// The same for the residual stream's dtype: the model dtype or f32.
-template <typename F>
-inline void dispatch_residual_dtype(DType dtype, F&& f) {
-  if (dtype == DType::kF32) return f(TypeTag<float>{});
-  dispatch_model_dtype(dtype, std::forward<F>(f));
 }
 
 inline bool is_model_dtype(DType dtype) { return dtype == DType::kBF16 || dtype == DType::kF16; }
