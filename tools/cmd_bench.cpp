@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -511,7 +512,8 @@ int run_bench(Args args) {
       "tp %d: every rank an engine on this GPU (a local group), with 1/%d of its memory; "
       "the figures are rank 0's\n",
       ranks, ranks);
-  std::FILE* nowhere = std::fopen("/dev/null", "w");
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> nowhere(std::fopen("/dev/null", "w"),
+                                                                &std::fclose);
   FF_CHECK(nowhere != nullptr, ErrorCode::kInternal, "cannot open /dev/null");
   LocalGroup group(ranks);
   group.run([&](int r) {
@@ -519,9 +521,8 @@ int run_bench(Args args) {
     own.communicator = &group.rank(r);
     Engine engine(spec, own);
     bench_engine(engine, batches, prefill, f, r == 0 ? common.json_path : std::string(),
-                 r == 0 ? stdout : nowhere);
+                 r == 0 ? stdout : nowhere.get());
   });
-  std::fclose(nowhere);
   return 0;
 }
 

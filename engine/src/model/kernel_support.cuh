@@ -87,6 +87,17 @@ inline void dispatch_model_dtype(DType dtype, F&& f) {
   FF_THROW(ErrorCode::kInternal, "model kernel dispatched on ", name_of(dtype));
 }
 
+// Calls f(TypeTag<float>{}) for f32 (a residual stream kept in f32), else f(model_tag): the
+// model dtype a kernel's other tensors have.
+template <typename Tag, typename F>
+inline void dispatch_f32_or(DType dtype, Tag model_tag, F&& f) {
+  if (dtype == DType::kF32) {
+    f(TypeTag<float>{});
+  } else {
+    f(model_tag);
+  }
+}
+
 inline bool is_model_dtype(DType dtype) { return dtype == DType::kBF16 || dtype == DType::kF16; }
 
 inline std::string describe(const TensorView& t) { return t.defined() ? t.describe() : "nothing"; }

@@ -291,19 +291,14 @@ void embedding(const TensorView& table, const std::int32_t* token_ids, int rows,
     const std::int64_t units = vector ? width / kVec : width;
     const int threads = threads_for(units, 256);
     const dim3 grid = row_chunk_grid(rows, units, threads);
-    auto run = [&](auto out_tag) {
+    dispatch_f32_or(out.dtype(), tag, [&](auto out_tag) {
       using TOut = typename decltype(out_tag)::type;
       if (vector) {
         embedding_kernel<T, TOut, kVec><<<grid, threads, 0, stream>>>(p);
       } else {
         embedding_kernel<T, TOut, 1><<<grid, threads, 0, stream>>>(p);
       }
-    };
-    if (out.dtype() == DType::kF32) {
-      run(TypeTag<float>{});
-    } else {
-      run(tag);
-    }
+    });
     FF_CHECK_LAUNCH();
   });
 }

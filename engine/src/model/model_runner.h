@@ -30,7 +30,6 @@
 #include "freezeframe/engine/spec/tensor_parallel.h"
 #include "freezeframe/memory/arena.h"
 #include "model/gemm.h"
-#include "model/sampler_kernel.h"
 
 namespace freezeframe {
 

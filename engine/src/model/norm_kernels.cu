@@ -141,19 +141,14 @@ void run_rms_norm(const char* fn, const TensorView& in, const TensorView& weight
     constexpr int kVec = kVec16<T>;
     const bool vector = rows_vectorizable(in, width, kVec) && rows_vectorizable(out, width, kVec) &&
                         aligned16(weight.data());
-    auto run = [&](auto in_tag) {
+    dispatch_f32_or(in.dtype(), tag, [&](auto in_tag) {
       using TIn = typename decltype(in_tag)::type;
       if (vector) {
         dispatch_rms_norm<TIn, T, kVec>(p, rows, stream);
       } else {
         dispatch_rms_norm<TIn, T, 1>(p, rows, stream);
       }
-    };
-    if (in.dtype() == DType::kF32) {
-      run(TypeTag<float>{});
-    } else {
-      run(tag);
-    }
+    });
   });
 }
 
