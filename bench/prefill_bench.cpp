@@ -8,9 +8,9 @@
 // attention kernel's alone, as PyTorch's SDPA figures are. FLOPs = 4 · heads · head_size ·
 // Σ visible (query, key) pairs; a mixed row adds decodes, counted the same way.
 //
-// usage: prefill_bench [--json FILE] [--quick] [--only NEW] [--kind KIND]
+// usage: prefill_bench [--json FILE] [--quick] [--only NEW] [--kind KIND] [--block-size N]
 //   --only: rows with NEW new tokens; --kind: rows of one kind (causal, bidirectional, chunked,
-//   mixed), e.g. to profile one shape.
+//   mixed), e.g. to profile one shape; --block-size: tokens of a cache block (default 16).
 
 #include <algorithm>
 #include <cmath>
@@ -51,7 +51,7 @@ double visible_pairs(const Config& c) {
   return pairs;
 }
 
-double run(const Config& c, int iterations, std::mt19937& rng) {
+double run(const Config& c, int block_size, int iterations, std::mt19937& rng) {
   const ff::AttentionBackend& backend = ff::find_backend("paged_decode");
   const bool bidirectional = std::strcmp(c.kind, "bidirectional") == 0;
   ff::AttentionParams params;
@@ -68,7 +68,7 @@ double run(const Config& c, int iterations, std::mt19937& rng) {
   spec.decode_seq_lens.assign(c.decodes, c.decode_context);
   for (int b = 0; b < c.batch; ++b)
     spec.prefills.push_back({c.context + c.new_tokens, c.new_tokens});
-  spec.block_size = 16;
+  spec.block_size = block_size;
   spec.seed = 7;
   const ff::SyntheticBatch batch = ff::make_synthetic_batch(spec);
   const ff::BatchLimits limits = batch.limits();
@@ -80,10 +80,10 @@ double run(const Config& c, int iterations, std::mt19937& rng) {
   ff::TensorView kv;
   if (!bidirectional) {
     const std::int64_t bytes =
-        ff::kv_cache_bytes(backend, batch.num_blocks, 16, c.kv_heads, c.head_size, dtype);
+        ff::kv_cache_bytes(backend, batch.num_blocks, block_size, c.kv_heads, c.head_size, dtype);
     cache = ff::DeviceBuffer(bytes);
     fill_random(cache.data(), bytes, dtype, rng);
-    kv = ff::kv_cache_view(backend, cache.data(), ff::Device::cuda(), batch.num_blocks, 16,
+    kv = ff::kv_cache_view(backend, cache.data(), ff::Device::cuda(), batch.num_blocks, block_size,
                            c.kv_heads, c.head_size, dtype);
   }
   ff::DeviceBuffer q(rows * c.heads * c.head_size * 2), k(rows * c.kv_heads * c.head_size * 2),
@@ -134,6 +134,7 @@ int main(int argc, char** argv) {
   std::string json_path;
   bool quick = false;
   int only = 0;
+  int block_size = 16;
   std::string kind;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
@@ -142,6 +143,12 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       only = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--block-size") == 0 && i + 1 < argc) {
+      block_size = std::atoi(argv[++i]);
+      if (block_size < 1 || (block_size & (block_size - 1)) != 0) {
+        std::fprintf(stderr, "prefill_bench: --block-size '%s': a power of two\n", argv[i]);
+        return 2;
+      }
     } else if (std::strcmp(argv[i], "--kind") == 0 && i + 1 < argc) {
       kind = argv[++i];
       if (kind != "causal" && kind != "bidirectional" && kind != "chunked" && kind != "mixed") {
@@ -152,7 +159,8 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr,
-                   "usage: prefill_bench [--json FILE] [--quick] [--only NEW] [--kind KIND]\n");
+                   "usage: prefill_bench [--json FILE] [--quick] [--only NEW] [--kind KIND] "
+                   "[--block-size N]\n");
       return 2;
     }
   }
@@ -169,7 +177,7 @@ int main(int argc, char** argv) {
     for (const Config& c : configs()) {
       if (only > 0 && c.new_tokens != only) continue;
       if (!kind.empty() && kind != c.kind) continue;
-      const double ms = run(c, quick ? 5 : 20, rng);
+      const double ms = run(c, block_size, quick ? 5 : 20, rng);
       const double tflops = 4.0 * c.heads * c.head_size * visible_pairs(c) / (ms * 1e-3) / 1e12;
       std::printf("%-13s %5d %6d %7d %3d/%-2d %5d %8d %10.3f %8.1f\n", c.kind, c.batch,
                   c.new_tokens, c.context, c.heads, c.kv_heads, c.head_size, c.decodes, ms, tflops);

@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(384, 1)
         const int valid = min(kBlockN, w.kv_len - n0);
         const int boxes = (valid + rows - 1) / rows;
         const std::uint32_t bytes = boxes * Cfg::kColumnBlocks * box_bytes;
-        // Lane b finds box b's coordinates (one page id load for the whole tile, not one per
-        // box); lane 0 issues the copies.
+        // Lane b finds box b's coordinates and issues its copies: a paged tile is up to 16
+        // boxes, and one lane issuing them all one after another held the pipeline back.
         int my_c1 = 0, my_c3 = 0;
         if (lane < boxes) {
           const int key = n0 + lane * rows;
@@ -168,15 +168,14 @@ __global__ void __launch_bounds__(384, 1)
             my_c1 = kv_row0 + key;
           }
         }
+        // The copies complete `bar`'s transaction bytes, which lane 0 expects before the other
+        // lanes see the stage free (__syncwarp); a copy landing before the expectation is fine,
+        // as the phase cannot complete before lane 0's arrival.
         auto issue = [&](const CUtensorMap* map, std::uint32_t tile, std::uint32_t bar) {
-          for (int b = 0; b < boxes; ++b) {
-            const int c1 = __shfl_sync(0xffffffffu, my_c1, b);
-            const int c3 = __shfl_sync(0xffffffffu, my_c3, b);
-            if (lane == 0) {
-              for (int c = 0; c < Cfg::kColumnBlocks; ++c) {
-                hw::tma_load_4d(tile + c * kBlockN * 128 + b * rows * 128, map, bar, c * 64, c1,
-                                w.kv_head, c3);
-              }
+          if (lane < boxes) {
+            for (int c = 0; c < Cfg::kColumnBlocks; ++c) {
+              hw::tma_load_4d(tile + c * kBlockN * 128 + lane * rows * 128, map, bar, c * 64, my_c1,
+                              w.kv_head, my_c3);
             }
           }
         };
@@ -184,8 +183,10 @@ __global__ void __launch_bounds__(384, 1)
           hw::mbarrier_wait(k_empty(stage), phase ^ 1);
           hw::mbarrier_arrive_expect_tx(k_full(stage), bytes);
         }
+        __syncwarp();
         issue(&params.k_map, s_k + stage * Cfg::kTileBytes, k_full(stage));
         if (lane == 0) hw::mbarrier_wait(v_empty(stage), phase ^ 1);
+        __syncwarp();
         const std::uint32_t v_tile = s_v + stage * Cfg::kTileBytes;
         if (valid == kBlockN) {
           if (lane == 0) hw::mbarrier_arrive_expect_tx(v_full(stage), bytes);
