@@ -19,9 +19,11 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -381,10 +383,15 @@ const std::string_view kBenchUsage = kUsage;
 
 /// The bench on one rank's engine: every figure measured, and printed to `out` (rank 0's:
 /// stdout; the other ranks of a tensor-parallel deployment, which must make the same calls,
-/// print nowhere) with the JSON written when `json_path` is given.
-void bench_engine(Engine& engine, const std::vector<int>& batches,
-                  const std::vector<PrefillShape>& prefill, BenchFigures f,
-                  const std::string& json_path, std::FILE* out) {
+/// print nowhere) with the JSON written when `json_path` is given. `meet` is called before the
+/// first row and after each: the ranks of a local group meet on the host there, so none is in
+/// a call that waits for the whole device (its set-up, its teardown) while another's replayed
+/// collective waits for it.
+void bench_engine(
+    Engine& engine, const std::vector<int>& batches, const std::vector<PrefillShape>& prefill,
+    BenchFigures f, const std::string& json_path, std::FILE* out,
+    const std::function<void()>& meet = [] {}) {
+  meet();
   const CaptureReport& report = engine.capture_report();
   FF_CHECK(report.failure.empty(), ErrorCode::kCudaError, "capture failed: ", report.failure);
   // The KV blocks are known once planned.
@@ -413,6 +420,7 @@ void bench_engine(Engine& engine, const std::vector<int>& batches,
   }
   for (const int b : batches) {
     const Row row = time_decode(engine, b, f.context, f.iterations, rng);
+    meet();
     const double best = row.ms[int(RuntimeMode::kFull)] > 0 ? row.ms[int(RuntimeMode::kFull)]
                                                             : row.ms[int(RuntimeMode::kPiecewise)];
     std::fprintf(out, "%6d %10s %13s %9s %14.1f %16.2f\n", b, cell(row.ms[0]).c_str(),
@@ -440,6 +448,7 @@ void bench_engine(Engine& engine, const std::vector<int>& batches,
   }
   for (const PrefillShape& shape : prefill) {
     const PrefillRow row = time_prefill(engine, shape, f.prefill_context, f.iterations, rng);
+    meet();
     const std::string name = std::to_string(shape.b) + "x" + std::to_string(shape.n);
     std::fprintf(out, "%11s %10s %13s %9s %10.1f\n", name.c_str(), cell(row.ms[0]).c_str(),
                  cell(row.ms[1]).c_str(), cell(row.ms[2]).c_str(), row.tflops());
@@ -516,12 +525,19 @@ int run_bench(Args args) {
                                                                 &std::fclose);
   FF_CHECK(nowhere != nullptr, ErrorCode::kInternal, "cannot open /dev/null");
   LocalGroup group(ranks);
+  std::barrier<> ranks_meet(ranks);
   group.run([&](int r) {
-    EngineOptions own = options;
-    own.communicator = &group.rank(r);
-    Engine engine(spec, own);
-    bench_engine(engine, batches, prefill, f, r == 0 ? common.json_path : std::string(),
-                 r == 0 ? stdout : nowhere.get());
+    try {
+      EngineOptions own = options;
+      own.communicator = &group.rank(r);
+      Engine engine(spec, own);
+      bench_engine(engine, batches, prefill, f, r == 0 ? common.json_path : std::string(),
+                   r == 0 ? stdout : nowhere.get(), [&] { ranks_meet.arrive_and_wait(); });
+      ranks_meet.arrive_and_wait();  // no rank frees its engine while another still times
+    } catch (...) {
+      ranks_meet.arrive_and_drop();  // the others go on to fail in their next collective
+      throw;
+    }
   });
   return 0;
 }

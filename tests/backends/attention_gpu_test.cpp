@@ -463,6 +463,23 @@ std::vector<Case> cases() {
                  .sliding_window = 300,
                  .alibi = true,
                  .softcap = 30.0f});
+  // Pages of 64 tokens and more: the Hopper kernel overlaps a tile's softmax with the last
+  // tile's P·V there (smaller pages take the kernel without the overlap).
+  out.push_back({.name = "prefill_bf16_block128_mixed_lengths",
+                 .backend = pd,
+                 .block_size = 128,
+                 .decodes = {1, 40},
+                 .prefills = {{1000, 1000}, {1017, 17}, {300, 2}, {129, 128}, {4097, 4097}}});
+  out.push_back({.name = "prefill_bf16_block64_all_features",
+                 .backend = pd,
+                 .heads = 16,
+                 .kv_heads = 2,
+                 .block_size = 64,
+                 .decodes = {700, 3},
+                 .prefills = {{1500, 700}, {20, 20}, {333, 333}},
+                 .sliding_window = 300,
+                 .alibi = true,
+                 .softcap = 30.0f});
   out.push_back({.name = "prefill_bf16_padding_rows",
                  .backend = pd,
                  .prefills = {{200, 150}},

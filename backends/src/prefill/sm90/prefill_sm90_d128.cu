@@ -2,6 +2,6 @@
 #include "prefill/sm90/prefill_sm90_dispatch.cuh"
 
 namespace freezeframe::prefill {
-template Sm90Kernel prefill_sm90_kernel_for_head_size<128>(DType);
-template int prefill_sm90_shared_bytes<128>();
+template Sm90Kernel prefill_sm90_kernel_for_head_size<128>(DType, bool);
+template int prefill_sm90_shared_bytes<128>(bool);
 }  // namespace freezeframe::prefill

@@ -1,17 +1,21 @@
 #pragma once
 // The Hopper prefill attention kernel (sm_90a; FlashAttention-3's design): the same tiles,
 // masks and outputs as the mma.sync kernel (prefill_kernel.cuh), with
-//   - warp specialisation: warpgroup 0 produces (one thread issues the tensor memory
-//     accelerator's copies of K and V tiles into a two-stage ring; it hands its registers to
-//     the consumers), warpgroups 1 and 2 consume, each owning 64 of the CTA tile's 128 query
-//     rows;
+//   - warp specialisation: warpgroup 0 produces (one warp issues the tensor memory
+//     accelerator's copies of K and V tiles into a ring of Cfg::kStages stages, each lane the
+//     copies of its own box; it hands its registers to the consumers), warpgroups 1 and 2
+//     consume, each owning 64 of the CTA tile's 128 query rows;
 //   - an mbarrier pipeline: per stage a "full" barrier for K and one for V (the copies'
 //     transaction bytes complete them) and "empty" barriers the consumers arrive on once they
-//     have read a stage, so K of tile n + 1 and V of tile n land while tile n is multiplied;
+//     have read a stage, so later tiles land while tile n is multiplied;
 //   - wgmma: S = Q·Kᵀ with both operands in shared memory (128-byte-swizzled, as TMA writes
 //     them), then O += P·V with P from the registers S's accumulators became and V read
-//     N-major ("transposed") from the same tile layout. The two consumer warpgroups run
-//     interleaved, so one's softmax overlaps the other's matrix products.
+//     N-major ("transposed") from the same tile layout;
+//   - with kOverlap (head sizes 128 and 256, where the producer keeps up) a consumer issues S
+//     of tile n + 1 and P·V of tile n together and computes the softmax of tile n + 1 while
+//     P·V runs.
+//     The two consumer warpgroups also interleave freely, one's softmax beside the other's
+//     matrix products.
 // Keys come page by page from the paged cache (one box per page and 64-column block) or, for
 // encoder attention, from the step's own rows. V rows past a sequence's end are zeroed by the
 // producer before the consumers see the stage: P is 0 there, but 0 · NaN is not.
@@ -31,11 +35,11 @@
 
 namespace freezeframe::prefill {
 
-template <typename T, int D>
+template <typename T, int D, bool kOverlap>
 __global__ void __launch_bounds__(384, 1)
     prefill_sm90_kernel(const __grid_constant__ Sm90Params params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = Sm90Config<D>;
+  using Cfg = Sm90Config<D, kOverlap>;
   namespace hw = kernels::sm90;
   constexpr int kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
   constexpr int kSTiles = kBlockN / 8;  // n8 blocks of S per thread
@@ -265,14 +269,8 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
 
-    for (int it = 0; it < w.num_kv_tiles; ++it, ++iteration) {
-      const int stage = iteration % kStages;
-      const std::uint32_t phase = (iteration / kStages) & 1;
-      const int n0 = w.kv_begin + it * kBlockN;
-
-      // S = Q·Kᵀ over the head dim, 16 columns per wgmma.
-      float s[kBlockN / 2];
-      hw::mbarrier_wait(k_full(stage), phase);
+    // S = Q·Kᵀ of the K tile in `stage`, 16 head-dim columns per wgmma; issued, not waited.
+    auto issue_scores = [&](float(&s)[kBlockN / 2], int stage) {
       hw::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
@@ -283,14 +281,34 @@ __global__ void __launch_bounds__(384, 1)
         kernels::wgmma_ss<T>(s, a, b, kk > 0, std::integral_constant<int, kBlockN>{});
       }
       hw::wgmma_commit();
-      hw::wgmma_wait<0>();
-      hw::fence_registers(s);
-      hw::mbarrier_arrive(k_empty(stage));
-
-      // Scores (raw, or in log2 units with a cap or ALiBi), masked where the tile crosses a
-      // row's visible range; then the online softmax. s[i], i = 4 j + e: row g + 8 (e / 2),
-      // key n0 + 8 j + 2 t + e % 2. Each step is its own loop, so the common case (no cap, no
-      // ALiBi, no mask) runs a short stretch of code: the instruction cache holds it.
+    };
+    // O += P·V of the V tile in `stage`, 16 keys per wgmma (V is the N-major B operand);
+    // issued, not waited.
+    auto issue_pv = [&](const std::uint32_t(&pa)[kBlockN / 16][4], int stage) {
+      hw::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        const std::uint64_t b = hw::matrix_descriptor(s_v + stage * Cfg::kTileBytes + kk * 16 * 128,
+                                                      kBlockN * 128, 1024);
+        kernels::wgmma_rs<T>(o, pa[kk], b, 1, std::integral_constant<int, D>{});
+      }
+      hw::wgmma_commit();
+    };
+    // Keeps P's registers from being reused while a P·V in flight still reads them.
+    auto fence_p = [](std::uint32_t(&pa)[kBlockN / 16][4]) {
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(pa[kk][e])::"memory");
+      }
+    };
+    // The scores of the tile at key n0 (raw, or in log2 units with a cap or ALiBi), masked where
+    // the tile crosses a row's visible range; then the online softmax: the row maxima and sums
+    // move on, s becomes P (in place, f32), and `correction` is what O must be scaled by before
+    // it takes this tile's P·V. s[i], i = 4 j + e: row g + 8 (e / 2), key n0 + 8 j + 2 t + e % 2.
+    // Each step is its own loop, so the common case (no cap, no ALiBi, no mask) runs a short
+    // stretch of code.
+    auto softmax = [&](float(&s)[kBlockN / 2], int n0, float(&correction)[2]) {
       const bool masked = n0 < w.always_first || n0 + kBlockN - 1 > w.always_last;
       if (!plain_scores) {
 #pragma unroll
@@ -316,7 +334,6 @@ __global__ void __launch_bounds__(384, 1)
       for (int i = 0; i < kBlockN / 2; ++i) {
         tile_max[(i % 4) / 2] = fmaxf(tile_max[(i % 4) / 2], s[i]);
       }
-      float correction[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
@@ -328,19 +345,27 @@ __global__ void __launch_bounds__(384, 1)
         row_max[r] = new_max;
         row_sum[r] *= correction[r];
       }
-      // P as the A operand of O += P·V: per 16 keys, rows g / g + 8, keys 2t.. and 2t + 8...
-      std::uint32_t pa[kBlockN / 16][4];
+#pragma unroll
+      for (int i = 0; i < kBlockN / 2; ++i) {
+        const int r = (i % 4) / 2;
+        const float base = row_max[r] == -INFINITY ? 0.0f : row_max[r];
+        s[i] = kernels::fast_exp2(s[i] * exp_scale - base);
+        row_sum[r] += s[i];
+      }
+    };
+    // P as the A operand of P·V: per 16 keys, rows g / g + 8, keys 2t.. and 2t + 8... Written
+    // only once no P·V is in flight: a register a running wgmma reads must not be redefined
+    // (the compiler would serialise the wgmmas).
+    auto pack_p = [](const float(&s)[kBlockN / 2], std::uint32_t(&pa)[kBlockN / 16][4]) {
 #pragma unroll
       for (int j = 0; j < kSTiles; ++j) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const float base = row_max[r] == -INFINITY ? 0.0f : row_max[r];
-          const float p0 = kernels::fast_exp2(s[4 * j + 2 * r] * exp_scale - base);
-          const float p1 = kernels::fast_exp2(s[4 * j + 2 * r + 1] * exp_scale - base);
-          row_sum[r] += p0 + p1;
-          pa[j / 2][(j % 2) * 2 + r] = kernels::pack2<T>(p0, p1);
+          pa[j / 2][(j % 2) * 2 + r] = kernels::pack2<T>(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]);
         }
       }
+    };
+    auto rescale_o = [&](const float(&correction)[2]) {
       if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) {
 #pragma unroll
         for (int j = 0; j < kOTiles; ++j) {
@@ -350,21 +375,83 @@ __global__ void __launch_bounds__(384, 1)
           o[4 * j + 3] *= correction[1];
         }
       }
+    };
 
-      // O += P·V, 16 keys per wgmma; V is the N-major B operand.
+    // O += P·V of the V tile in `stage` with nothing else in flight, waited for; the stage is
+    // then released.
+    auto pv_alone = [&](std::uint32_t(&pa)[kBlockN / 16][4], int stage, std::uint32_t phase) {
       hw::mbarrier_wait(v_full(stage), phase);
       hw::fence_registers(o);
-      hw::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        const std::uint64_t b = hw::matrix_descriptor(s_v + stage * Cfg::kTileBytes + kk * 16 * 128,
-                                                      kBlockN * 128, 1024);
-        kernels::wgmma_rs<T>(o, pa[kk], b, 1, std::integral_constant<int, D>{});
-      }
-      hw::wgmma_commit();
+      issue_pv(pa, stage);
       hw::wgmma_wait<0>();
       hw::fence_registers(o);
+      fence_p(pa);
       hw::mbarrier_arrive(v_empty(stage));
+    };
+
+    // Without kOverlap, each tile in turn: S, its softmax, P·V. With it, FlashAttention-3's
+    // overlap inside the warpgroup: S of tile n + 1 and P·V of tile n are in flight together,
+    // so the softmax of tile n + 1 runs while the tensor cores multiply P·V of tile n; the
+    // first tile's S is waited for alone, the last tile's P·V after the loop.
+    if constexpr (!kOverlap) {
+      for (int it = 0; it < w.num_kv_tiles; ++it, ++iteration) {
+        const int stage = iteration % kStages;
+        const std::uint32_t phase = (iteration / kStages) & 1;
+        float s[kBlockN / 2];
+        std::uint32_t pa[kBlockN / 16][4];
+        float correction[2];
+        hw::mbarrier_wait(k_full(stage), phase);
+        issue_scores(s, stage);
+        hw::wgmma_wait<0>();
+        hw::fence_registers(s);
+        hw::mbarrier_arrive(k_empty(stage));
+        softmax(s, w.kv_begin + it * kBlockN, correction);
+        rescale_o(correction);
+        pack_p(s, pa);
+        pv_alone(pa, stage, phase);
+      }
+    } else if (w.num_kv_tiles > 0) {
+      std::uint32_t pa[kBlockN / 16][4];
+      float correction[2];
+      int stage = iteration % kStages;
+      std::uint32_t phase = (iteration / kStages) & 1;
+      {
+        float s[kBlockN / 2];
+        hw::mbarrier_wait(k_full(stage), phase);
+        issue_scores(s, stage);
+        hw::wgmma_wait<0>();
+        hw::fence_registers(s);
+        hw::mbarrier_arrive(k_empty(stage));
+        softmax(s, w.kv_begin, correction);  // O is 0: no correction
+        pack_p(s, pa);
+      }
+      ++iteration;
+      for (int it = 1; it < w.num_kv_tiles; ++it, ++iteration) {
+        const int prev_stage = stage;
+        const std::uint32_t prev_phase = phase;
+        stage = iteration % kStages;
+        phase = (iteration / kStages) & 1;
+        // O and P are final before the first wgmma of the pair: an instruction writing them
+        // between the two would make the compiler serialise the wgmmas.
+        hw::fence_registers(o);
+        fence_p(pa);
+        float s[kBlockN / 2];
+        hw::mbarrier_wait(k_full(stage), phase);
+        issue_scores(s, stage);
+        hw::mbarrier_wait(v_full(prev_stage), prev_phase);
+        issue_pv(pa, prev_stage);
+        hw::wgmma_wait<1>();  // S of this tile; P·V of the last one may still run
+        hw::fence_registers(s);
+        hw::mbarrier_arrive(k_empty(stage));
+        softmax(s, w.kv_begin + it * kBlockN, correction);
+        hw::wgmma_wait<0>();
+        hw::fence_registers(o);
+        fence_p(pa);
+        hw::mbarrier_arrive(v_empty(prev_stage));
+        pack_p(s, pa);
+        rescale_o(correction);
+      }
+      pv_alone(pa, stage, phase);
     }
 
     // Normalise and write this thread's two rows.

@@ -9,12 +9,13 @@ namespace freezeframe::prefill {
 
 using Sm90Kernel = void (*)(Sm90Params);
 
-/// The kernel for 16-bit `dtype` queries, keys and values of head size D.
+/// The kernel for 16-bit `dtype` queries, keys and values of head size D; with `overlap`, the
+/// one that overlaps a tile's softmax with the previous tile's P·V where that pays at D.
 template <int D>
-Sm90Kernel prefill_sm90_kernel_for_head_size(DType dtype);
+Sm90Kernel prefill_sm90_kernel_for_head_size(DType dtype, bool overlap);
 
-/// Dynamic shared memory of the kernel of head size D.
+/// Dynamic shared memory of that kernel.
 template <int D>
-int prefill_sm90_shared_bytes();
+int prefill_sm90_shared_bytes(bool overlap);
 
 }  // namespace freezeframe::prefill

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -29,13 +30,13 @@ constexpr bool kCompiled = false;
 #endif
 
 /// The kernel, allowed its dynamic shared memory.
-Sm90Kernel kernel_for(DType dtype, int head_size, int* smem_bytes) {
+Sm90Kernel kernel_for(DType dtype, int head_size, bool overlap, int* smem_bytes) {
   Sm90Kernel kernel = nullptr;
   int bytes = 0;
   if constexpr (kCompiled) {
     kernels::with_head_size(head_size, [&]<int D>() {
-      kernel = prefill_sm90_kernel_for_head_size<D>(dtype);
-      bytes = prefill_sm90_shared_bytes<D>();
+      kernel = prefill_sm90_kernel_for_head_size<D>(dtype, overlap);
+      bytes = prefill_sm90_shared_bytes<D>(overlap);
     });
   }
   FF_CHECK(kernel != nullptr, E::kUnsupported, "prefill (sm_90a): no kernel for head size ",
@@ -156,23 +157,32 @@ std::optional<std::string> sm90_cannot_run(DType dtype, int head_size, const Ten
 }
 
 int sm90_resident_ctas_per_sm(DType dtype, int head_size) {
-  int bytes = 0;
-  const Sm90Kernel kernel = kernel_for(dtype, head_size, &bytes);
-  int ctas = 0;
-  FF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, 384, bytes));
-  return std::max(ctas, 1);
+  // The fewer of the two instantiations' (their shared memory differs): the grid of either.
+  int fewest = std::numeric_limits<int>::max();
+  for (const bool overlap : {false, true}) {
+    int bytes = 0;
+    const Sm90Kernel kernel = kernel_for(dtype, head_size, overlap, &bytes);
+    int ctas = 0;
+    FF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, 384, bytes));
+    fewest = std::min(fewest, ctas);
+  }
+  return std::max(fewest, 1);
 }
 
 int sm90_tile_rows() { return 128; }
 
 void launch_prefill_sm90(const PrefillParams& p, const TensorView& k, const TensorView& v,
                          bool paged, DType dtype, int head_size, int grid, cudaStream_t stream) {
-  int bytes = 0;
-  const Sm90Kernel kernel = kernel_for(dtype, head_size, &bytes);
   Sm90Params params;
   params.p = p;
   const int n = block_n(head_size);
   params.rows_per_copy = paged ? static_cast<int>(std::min<std::int64_t>(k.size(1), n)) : n;
+  // Pages of fewer than 64 tokens make a tile many small copies, and the producer, not the
+  // tensor cores, sets the pace: there the overlap only holds a stage longer (measured slower,
+  // PERFORMANCE.md).
+  const bool overlap = params.rows_per_copy >= 64;
+  int bytes = 0;
+  const Sm90Kernel kernel = kernel_for(dtype, head_size, overlap, &bytes);
   params.k_map = cached_map(k, paged, dtype, head_size, params.rows_per_copy);
   params.v_map = cached_map(v, paged, dtype, head_size, params.rows_per_copy);
   kernel<<<grid, 384, bytes, stream>>>(params);

@@ -15,16 +15,24 @@ struct Sm90Params {
   int rows_per_copy = 0;  // rows of one TMA box: the block size, at most kBlockN
 };
 
-template <int D>
+/// The tile shape of head size D; kOverlap: the instantiation that overlaps a tile's softmax
+/// with the previous tile's P·V (FlashAttention-3's overlap inside a consumer warpgroup).
+template <int D, bool kOverlap = false>
 struct Sm90Config {
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kBlockM = 128;   // query rows of a CTA tile: 64 per consumer warpgroup
   static constexpr int kBlockN = D == 256 ? 64 : 128;  // keys of a K/V tile
-  static constexpr int kStages = 2;
+  // The overlap is measured faster at head sizes 128 and 256, slower at 64 (less work per
+  // tile to hide the softmax behind); the launch takes it only where the producer keeps up.
+  static constexpr bool kOverlapPays = D != 64;
+  // K/V stages in flight. With the overlap a consumer holds two (K of tile n + 1, V of tile n),
+  // so it gets three where shared memory holds them (227 KB a CTA; not at head size 256).
+  // Without it, two: three measured slower with 16-token blocks, where the copies set the pace.
+  static constexpr int kStages = kOverlap && D != 256 ? 3 : 2;
   static constexpr int kColumnBlocks = D / 64;  // 64 columns = one 128-byte swizzle row
   static constexpr int kQBytes = kBlockM * D * 2;
   static constexpr int kTileBytes = kBlockN * D * 2;
-  static constexpr int kBarrierBytes = 64;
+  static constexpr int kBarrierBytes = 8 * (4 * kStages + 1);
   // Q | K[stages] | V[stages] | barriers, after up to 1023 bytes to align the swizzle atoms.
   static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kBarrierBytes;
   static constexpr int kProducerRegisters = 56;
