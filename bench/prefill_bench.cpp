@@ -10,7 +10,8 @@
 //
 // usage: prefill_bench [--json FILE] [--quick] [--only NEW] [--kind KIND] [--block-size N]
 //   --only: rows with NEW new tokens; --kind: rows of one kind (causal, bidirectional, chunked,
-//   mixed), e.g. to profile one shape; --block-size: tokens of a cache block (default 16).
+//   mixed), e.g. to profile one shape; --block-size: tokens of a cache block (default 16) for
+//   the rows that do not name their own (the last three: 128-token blocks).
 
 #include <algorithm>
 #include <cmath>
@@ -35,15 +36,19 @@ struct Config {
   const char* kind;  // "causal", "bidirectional", "chunked", "mixed"
   int batch, new_tokens, context, heads, kv_heads, head_size;
   int decodes = 0, decode_context = 0;  // the mixed row's decodes
+  int block_size = 0;                   // tokens of a cache block; 0: --block-size's
 };
 
 using freezeframe::bench::event_timings;
 using freezeframe::bench::fill_random;
 using freezeframe::bench::median;
 
+/// Bidirectional rows are encoder-only attention over the step's rows: no cache, no blocks.
+bool bidirectional(const Config& c) { return std::strcmp(c.kind, "bidirectional") == 0; }
+
 /// Visible (query, key) pairs of the configuration.
 double visible_pairs(const Config& c) {
-  const bool causal = std::strcmp(c.kind, "bidirectional") != 0;
+  const bool causal = !bidirectional(c);
   double pairs = 0;
   const double n = c.new_tokens, ctx = c.context;
   pairs += c.batch * (causal ? n * ctx + n * (n + 1) / 2 : n * (ctx + n));
@@ -53,15 +58,15 @@ double visible_pairs(const Config& c) {
 
 double run(const Config& c, int block_size, int iterations, std::mt19937& rng) {
   const ff::AttentionBackend& backend = ff::find_backend("paged_decode");
-  const bool bidirectional = std::strcmp(c.kind, "bidirectional") == 0;
+  const bool encoder_only = bidirectional(c);
   ff::AttentionParams params;
   params.num_heads = c.heads;
   params.num_kv_heads = c.kv_heads;
   params.head_size = c.head_size;
   params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_size));
   params.kv_cache_dtype = ff::DType::kBF16;
-  params.attn_type = bidirectional ? ff::AttentionType::kEncoderOnly : ff::AttentionType::kDecoder;
-  params.kv_sharing_target_layer_name = bidirectional ? "" : "layers.0";  // no cache write
+  params.attn_type = encoder_only ? ff::AttentionType::kEncoderOnly : ff::AttentionType::kDecoder;
+  params.kv_sharing_target_layer_name = encoder_only ? "" : "layers.0";  // no cache write
   auto impl = backend.make_impl(params);
 
   ff::SyntheticBatchSpec spec;
@@ -78,7 +83,7 @@ double run(const Config& c, int block_size, int iterations, std::mt19937& rng) {
   const ff::DType dtype = ff::DType::kBF16;
   ff::DeviceBuffer cache;
   ff::TensorView kv;
-  if (!bidirectional) {
+  if (!encoder_only) {
     const std::int64_t bytes =
         ff::kv_cache_bytes(backend, batch.num_blocks, block_size, c.kv_heads, c.head_size, dtype);
     cache = ff::DeviceBuffer(bytes);
@@ -93,7 +98,7 @@ double run(const Config& c, int block_size, int iterations, std::mt19937& rng) {
   fill_random(v.data(), v.bytes(), dtype, rng);
   const ff::TensorView qv(q.data(), dtype, {rows, c.heads, c.head_size}, ff::Device::cuda());
   ff::TensorView kv_rows, vv_rows;
-  if (bidirectional) {
+  if (encoder_only) {
     kv_rows = ff::TensorView(k.data(), dtype, {rows, c.kv_heads, c.head_size}, ff::Device::cuda());
     vv_rows = ff::TensorView(v.data(), dtype, {rows, c.kv_heads, c.head_size}, ff::Device::cuda());
   }
@@ -125,6 +130,11 @@ std::vector<Config> configs() {
   }
   out.push_back({"chunked", 1, 4096, 28672, 32, 8, 128});
   out.push_back({"mixed", 2, 2048, 6144, 32, 8, 128, 64, 4096});
+  // The Hopper kernel's pace depends on the page size (its copies are one per page): the
+  // headline rows again with 128-token blocks.
+  out.push_back({"causal", 1, 16384, 0, 32, 8, 128, 0, 0, 128});
+  out.push_back({"causal", 4, 4096, 0, 32, 8, 128, 0, 0, 128});
+  out.push_back({"chunked", 1, 4096, 28672, 32, 8, 128, 0, 0, 128});
   return out;
 }
 
@@ -171,24 +181,27 @@ int main(int argc, char** argv) {
   try {
     std::mt19937 rng(42);
     std::printf("device: %s\n", ff::gpu_status().c_str());
-    std::printf("%-13s %5s %6s %7s %6s %5s %8s %10s %8s\n", "kind", "batch", "new", "context",
-                "heads", "head", "decodes", "median_ms", "TFLOP/s");
+    std::printf("%-13s %5s %6s %7s %6s %5s %8s %5s %10s %8s\n", "kind", "batch", "new", "context",
+                "heads", "head", "decodes", "block", "median_ms", "TFLOP/s");
     std::FILE* json = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
     for (const Config& c : configs()) {
       if (only > 0 && c.new_tokens != only) continue;
       if (!kind.empty() && kind != c.kind) continue;
-      const double ms = run(c, block_size, quick ? 5 : 20, rng);
+      const int block = c.block_size > 0 ? c.block_size : block_size;
+      const double ms = run(c, block, quick ? 5 : 20, rng);
       const double tflops = 4.0 * c.heads * c.head_size * visible_pairs(c) / (ms * 1e-3) / 1e12;
-      std::printf("%-13s %5d %6d %7d %3d/%-2d %5d %8d %10.3f %8.1f\n", c.kind, c.batch,
-                  c.new_tokens, c.context, c.heads, c.kv_heads, c.head_size, c.decodes, ms, tflops);
+      std::printf("%-13s %5d %6d %7d %3d/%-2d %5d %8d %5d %10.3f %8.1f\n", c.kind, c.batch,
+                  c.new_tokens, c.context, c.heads, c.kv_heads, c.head_size, c.decodes,
+                  bidirectional(c) ? 0 : block, ms, tflops);
       std::fflush(stdout);
       if (json != nullptr) {
         std::fprintf(json,
                      "{\"kind\": \"%s\", \"batch\": %d, \"new_tokens\": %d, \"context\": %d, "
                      "\"heads\": %d, \"kv_heads\": %d, \"head_size\": %d, \"decodes\": %d, "
-                     "\"decode_context\": %d, \"median_ms\": %.4f, \"tflops\": %.2f}\n",
+                     "\"decode_context\": %d, \"block_size\": %d, \"median_ms\": %.4f, "
+                     "\"tflops\": %.2f}\n",
                      c.kind, c.batch, c.new_tokens, c.context, c.heads, c.kv_heads, c.head_size,
-                     c.decodes, c.decode_context, ms, tflops);
+                     c.decodes, c.decode_context, bidirectional(c) ? 0 : block, ms, tflops);
       }
     }
     if (json != nullptr) std::fclose(json);

@@ -4,10 +4,12 @@
 For each configuration of prefill_bench (its JSON lines), times PyTorch's
 scaled_dot_product_attention on the same shapes over contiguous [batch, heads, tokens, head]
 tensors (GQA through enable_gqa) with the flash and the cuDNN backends, and reports TFLOP/s
-counted the same way (4 · heads · head · visible query-key pairs). Chunked rows (new tokens over
-a cached prefix) use a bottom-right causal mask (torch.nn.attention.bias.causal_lower_right)
-where the backend takes it; the mixed row has no single SDPA call and is left blank. Also the
-bf16 matmul peak of the GPU (torch.matmul, 8192³), measured in the same run.
+counted the same way (4 · heads · head · visible query-key pairs). SDPA reads contiguous
+tensors: rows that differ only in our cache's block size (blk) time the same SDPA call. Chunked
+rows (new tokens over a cached prefix) use a bottom-right causal mask
+(torch.nn.attention.bias.causal_lower_right) where the backend takes it; the mixed row has no
+single SDPA call and is left blank. Also the bf16 matmul peak of the GPU (torch.matmul, 8192³),
+measured in the same run.
 
 usage: prefill_sdpa.py --ours prefill_bench.json [--json combined.json]
 """
@@ -66,7 +68,7 @@ def main():
     rows = [json.loads(line) for line in open(args.ours) if line.strip()]
     peak = matmul_peak_tflops()
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; bf16 matmul peak {peak:.0f} TFLOP/s")
-    header = (f"{'kind':<13} {'batch':>5} {'new':>6} {'ctx':>6} {'heads':>6} {'head':>4} | "
+    header = (f"{'kind':<13} {'batch':>5} {'new':>6} {'ctx':>6} {'heads':>6} {'head':>4} {'blk':>4} | "
               f"{'ours ms':>8} {'TF/s':>6} | {'flash ms':>8} {'TF/s':>6} | {'cuDNN ms':>8} {'TF/s':>6} | "
               f"ours/cuDNN  of peak")
     print(header)
@@ -78,7 +80,8 @@ def main():
         cudnn = sdpa_ms(SDPBackend.CUDNN_ATTENTION, row)
         tf = lambda ms: flops / (ms * 1e-3) / 1e12 if ms == ms else float("nan")
         print(f"{row['kind']:<13} {row['batch']:>5} {row['new_tokens']:>6} {row['context']:>6} "
-              f"{row['heads']:>3}/{row['kv_heads']:<2} {row['head_size']:>4} | "
+              f"{row['heads']:>3}/{row['kv_heads']:<2} {row['head_size']:>4} "
+              f"{row.get('block_size', 0) or '-':>4} | "
               f"{row['median_ms']:>8.3f} {row['tflops']:>6.1f} | {flash:>8.3f} {tf(flash):>6.1f} | "
               f"{cudnn:>8.3f} {tf(cudnn):>6.1f} | {row['tflops'] / tf(cudnn) if cudnn == cudnn else float('nan'):>10.2f}"
               f"  {100 * row['tflops'] / peak:>5.0f}%", flush=True)
