@@ -232,8 +232,11 @@ dcp:
   const PlanViews views = bind_plan(spec, program, arena);
   EXPECT_EQ(views.weights[0].size(0), 32000 / 4) << program.weights[0].name;
   EXPECT_EQ(views.tensors[program.tensor_index("layers.1.qkv")].size(1), (2 + 2 * 1) * 128);
-  EXPECT_EQ(views.tensors[program.tensor_index("layers.1.attn_out")].size(1), 4 * 128);
+  EXPECT_EQ(views.tensors[program.tensor_index("layers.1.q_group")].size(1), 4 * 128);
+  EXPECT_EQ(views.tensors[program.tensor_index("layers.1.attn_partial")].size(1), 4 * 128);
   EXPECT_EQ(views.tensors[program.tensor_index("layers.1.attn_lse")].size(1), 4);
+  EXPECT_EQ(views.tensors[program.tensor_index("layers.1.attn_out")].size(1), 2 * 128)
+      << "o_proj's input: the rank's own heads, merged";
   const auto shape =
       spec.backend(0).kv_cache_shape(plan.kv_cache.num_blocks, 16, 1, 128, DType::kBF16);
   ASSERT_EQ(views.kv_caches[0].dim(), static_cast<int>(shape.size()));
@@ -310,18 +313,64 @@ TEST(TensorParallel, EachRanksWeightsAreBlocksThatTileTheWhole) {
   EXPECT_THROW((void)weight_shard(spec, "layers.5.self_attn.k_proj", 16), Error);
 }
 
+/// Ops of `kind` in the program.
+std::ptrdiff_t count_ops(const ModelProgram& p, OpKind kind) {
+  return std::count_if(p.ops.begin(), p.ops.end(),
+                       [&](const ProgramOp& op) { return op.kind == kind; });
+}
+
+TEST(TensorParallel, UnderDcpAttentionGathersQueriesAndMergesPartials) {
+  // Llama-3.1-8B over T = 16 ranks (2 query heads and 1 KV head a rank, each KV head on 2
+  // ranks) with DCP over D = 2: each layer gathers its group's 2 · 2 queries, attends them to
+  // the rank's shard with their LSEs, and merges the group's partials back to its own 2 heads
+  // before o_proj. None of it without DCP.
+  const ModelProgram tp = build_model_program(with_parallel("llama-3.1-8b.yaml", 16, 1));
+  const ModelProgram dcp = build_model_program(with_parallel("llama-3.1-8b.yaml", 16, 2));
+  EXPECT_EQ(count_ops(tp, OpKind::kDcpGatherQueries) + count_ops(tp, OpKind::kDcpMerge), 0);
+  EXPECT_EQ(count_ops(dcp, OpKind::kDcpGatherQueries), 32);
+  EXPECT_EQ(count_ops(dcp, OpKind::kDcpMerge), 32);
+  EXPECT_EQ(dcp.ops.size(), tp.ops.size() + 2 * 32);
+  auto width = [&](int tensor) { return dcp.tensors[tensor].width; };
+  for (std::size_t i = 0; i < dcp.ops.size(); ++i) {
+    const ProgramOp& op = dcp.ops[i];
+    if (op.kind != OpKind::kAttention) continue;
+    SCOPED_TRACE("layer " + std::to_string(op.layer));
+    ASSERT_GE(i, 1u);
+    ASSERT_LT(i + 2, dcp.ops.size());
+    const ProgramOp& gather = dcp.ops[i - 1];
+    const ProgramOp& merge = dcp.ops[i + 1];
+    const ProgramOp& o_proj = dcp.ops[i + 2];
+    ASSERT_EQ(gather.kind, OpKind::kDcpGatherQueries);
+    ASSERT_EQ(merge.kind, OpKind::kDcpMerge);
+    ASSERT_EQ(o_proj.kind, OpKind::kOProjResidual);
+    // The gather reads the rank's qkv (2 query heads, 1 KV head) and writes the group's queries.
+    EXPECT_EQ(width(gather.reads[0]), (2 + 2 * 1) * 128);
+    EXPECT_EQ(width(gather.writes[0]), 4 * 128);
+    EXPECT_EQ(op.reads, (std::vector<int>{gather.reads[0], gather.writes[0]}));
+    // Attention: the group's partial outputs and their LSEs (f32), both the merge's inputs.
+    ASSERT_EQ(op.writes.size(), 2u);
+    EXPECT_EQ(width(op.writes[0]), 4 * 128);
+    EXPECT_EQ(width(op.writes[1]), 4);
+    EXPECT_EQ(dcp.tensors[op.writes[1]].dtype, DType::kF32);
+    EXPECT_EQ(merge.reads, op.writes);
+    // The merge: the rank's own heads, which o_proj (2 heads' columns) reads.
+    EXPECT_EQ(width(merge.writes[0]), 2 * 128);
+    EXPECT_EQ(o_proj.reads[0], merge.writes[0]);
+    EXPECT_EQ(dcp.weights[o_proj.weights[0]].shape[1], 2 * 128);
+  }
+  // Every buffer of the collectives is planned: the plan of a rank holds them all.
+  const EngineSpec spec = with_parallel("llama-3.1-8b.yaml", 16, 2);
+  EXPECT_NO_THROW((void)plan_memory(spec, 141 * GiB));
+}
+
 TEST(TensorParallel, TheProgramSumsPartialsAndGathersTheLogits) {
   // One all_reduce after the embedding and after each o_proj and down_proj; the LM head's
   // vocabulary rows gathered into the logits before the sample; none of it at T = 1.
   const ModelProgram one = build_model_program(with_parallel("llama-3.1-8b.yaml", 1, 1));
   const ModelProgram four = build_model_program(with_parallel("llama-3.1-8b.yaml", 4, 1));
-  auto count = [](const ModelProgram& p, OpKind kind) {
-    return std::count_if(p.ops.begin(), p.ops.end(),
-                         [&](const ProgramOp& op) { return op.kind == kind; });
-  };
-  EXPECT_EQ(count(one, OpKind::kAllReduce), 0);
-  EXPECT_EQ(count(one, OpKind::kGatherLogits), 0);
-  EXPECT_EQ(count(four, OpKind::kAllReduce), 1 + 2 * 32);
+  EXPECT_EQ(count_ops(one, OpKind::kAllReduce), 0);
+  EXPECT_EQ(count_ops(one, OpKind::kGatherLogits), 0);
+  EXPECT_EQ(count_ops(four, OpKind::kAllReduce), 1 + 2 * 32);
   EXPECT_EQ(four.ops.size(), one.ops.size() + 1 + 2 * 32 + 1);
   for (std::size_t i = 1; i < four.ops.size(); ++i) {
     const OpKind before = four.ops[i - 1].kind;

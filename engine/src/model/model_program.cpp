@@ -27,6 +27,8 @@ std::string_view to_string(OpKind kind) {
     case OpKind::kSample: return "sample";
     case OpKind::kAllReduce: return "all_reduce";
     case OpKind::kGatherLogits: return "gather_logits";
+    case OpKind::kDcpGatherQueries: return "dcp_gather_queries";
+    case OpKind::kDcpMerge: return "dcp_merge";
   }
   return "unknown";
 }
@@ -111,7 +113,8 @@ class ProgramBuilder {
           std::vector<int> weights = {}) {
     p_.ops.push_back({kind, layer, std::move(reads), std::move(writes), std::move(weights)});
   }
-  /// What an attention op writes: its output, and with DCP its LSE for the merge.
+  /// What an MLA attention op writes: its output, and with DCP its LSE for the merge (MLA's
+  /// DCP path, like its tensor parallelism, is still to be built: no merge follows yet).
   std::vector<int> attention_writes(int l, int out) {
     if (spec_.dcp.world_size == 1) return {out};
     return {out, tensor(prefix(l) + "attn_lse", shard_.attention_heads, l, TensorHome::kActivation,
@@ -209,9 +212,28 @@ void ProgramBuilder::attention_block(int l, int hidden) {
   if (layer.kv_sharing_target < 0 && uses_kv_cache(layer.attention_type)) {
     op(OpKind::kCacheWrite, l, {qkv}, {});
   }
-  // With DCP the rank attends its group's gathered queries; the merge scatters them back.
-  const int out = tensor(pre + "attn_out", shard_.attention_heads * d, l);
-  op(OpKind::kAttention, l, {qkv}, attention_writes(l, out));
+  const int out = tensor(pre + "attn_out", heads * d, l);
+  if (spec_.dcp.world_size == 1) {
+    op(OpKind::kAttention, l, {qkv}, {out});
+  } else {
+    // With DCP the rank attends its group's queries (gathered over heads: G = D · its own)
+    // against its shard of the keys, and the merge hands each rank its own heads back, merged
+    // over the group by their LSEs. Every buffer the collectives touch is a program tensor,
+    // so the plan holds it at an address fixed for the engine's life (graph replays).
+    const std::int64_t group = shard_.attention_heads;
+    const int q_group = tensor(pre + "q_group", group * d, l);
+    op(OpKind::kDcpGatherQueries, l, {qkv},
+       {q_group, tensor(pre + "dcp_q_send", heads * d, l),
+        tensor(pre + "dcp_q_recv", group * d, l)});
+    const int partial = tensor(pre + "attn_partial", group * d, l);
+    const int lse = tensor(pre + "attn_lse", group, l, TensorHome::kActivation, DType::kF32);
+    op(OpKind::kAttention, l, {qkv, q_group}, {partial, lse});
+    op(OpKind::kDcpMerge, l, {partial, lse},
+       {out, tensor(pre + "dcp_out_send", group * d, l),
+        tensor(pre + "dcp_lse_send", group, l, TensorHome::kActivation, DType::kF32),
+        tensor(pre + "dcp_out_recv", group * d, l),
+        tensor(pre + "dcp_lse_recv", group, l, TensorHome::kActivation, DType::kF32)});
+  }
   op(OpKind::kOProjResidual, l, {out, hidden}, {hidden},
      {weight(pre + "self_attn.o_proj", {h, heads * d}, l)});
   all_reduce(l, hidden);

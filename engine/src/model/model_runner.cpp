@@ -338,6 +338,11 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
                                     cudaMemcpyDeviceToHost, stream));
       return;
     }
+    case OpKind::kDcpGatherQueries:
+    case OpKind::kDcpMerge:
+      // Unreachable while the engine refuses dcp.world_size > 1 (the spec's check).
+      FF_THROW(E::kUnsupported, "op ", to_string(op.kind),
+               ": decode context parallelism does not run yet");
   }
   FF_THROW(E::kInternal, "no implementation of op ", to_string(op.kind));
 }

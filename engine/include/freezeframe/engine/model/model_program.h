@@ -53,6 +53,12 @@ enum class OpKind {
   kSample,            ///< sampled_token_ids = a draw from each row of logits (sampler.h)
   kAllReduce,         ///< hidden = Σ over the tensor-parallel ranks of hidden (T > 1)
   kGatherLogits,      ///< logits = every rank's logits_shard side by side, padding dropped
+  /// DCP (D > 1): q_group = the queries of every rank of this rank's DCP group, side by side
+  /// in rank order (all-gathered; writes its send and receive buffers too).
+  kDcpGatherQueries,
+  /// DCP: attn_out = this rank's heads of the group's partial outputs, merged by their LSEs
+  /// (each rank's heads sent to it by an all-to-all, then merge_attention_states).
+  kDcpMerge,
 };
 [[nodiscard]] std::string_view to_string(OpKind kind);
 
