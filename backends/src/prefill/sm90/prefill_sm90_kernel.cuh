@@ -13,9 +13,8 @@
 //     N-major ("transposed") from the same tile layout;
 //   - with kOverlap (head sizes 128 and 256, where the producer keeps up) a consumer issues S
 //     of tile n + 1 and P·V of tile n together and computes the softmax of tile n + 1 while
-//     P·V runs.
-//     The two consumer warpgroups also interleave freely, one's softmax beside the other's
-//     matrix products.
+//     P·V runs. The two consumer warpgroups also interleave freely, one's softmax beside the
+//     other's matrix products.
 // Keys come page by page from the paged cache (one box per page and 64-column block) or, for
 // encoder attention, from the step's own rows. V rows past a sequence's end are zeroed by the
 // producer before the consumers see the stage: P is 0 there, but 0 · NaN is not.
