@@ -155,8 +155,9 @@ int main(int argc, char** argv) {
       only = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--block-size") == 0 && i + 1 < argc) {
       block_size = std::atoi(argv[++i]);
-      if (block_size < 1 || (block_size & (block_size - 1)) != 0) {
-        std::fprintf(stderr, "prefill_bench: --block-size '%s': a power of two\n", argv[i]);
+      if (block_size < 1 || block_size > 1024 || (block_size & (block_size - 1)) != 0) {
+        std::fprintf(stderr, "prefill_bench: --block-size '%s': a power of two from 1 to 1024\n",
+                     argv[i]);
         return 2;
       }
     } else if (std::strcmp(argv[i], "--kind") == 0 && i + 1 < argc) {
@@ -188,11 +189,12 @@ int main(int argc, char** argv) {
       if (only > 0 && c.new_tokens != only) continue;
       if (!kind.empty() && kind != c.kind) continue;
       const int block = c.block_size > 0 ? c.block_size : block_size;
+      const int shown_block = bidirectional(c) ? 0 : block;  // rows read no cache
       const double ms = run(c, block, quick ? 5 : 20, rng);
       const double tflops = 4.0 * c.heads * c.head_size * visible_pairs(c) / (ms * 1e-3) / 1e12;
       std::printf("%-13s %5d %6d %7d %3d/%-2d %5d %8d %5d %10.3f %8.1f\n", c.kind, c.batch,
-                  c.new_tokens, c.context, c.heads, c.kv_heads, c.head_size, c.decodes,
-                  bidirectional(c) ? 0 : block, ms, tflops);
+                  c.new_tokens, c.context, c.heads, c.kv_heads, c.head_size, c.decodes, shown_block,
+                  ms, tflops);
       std::fflush(stdout);
       if (json != nullptr) {
         std::fprintf(json,
@@ -201,7 +203,7 @@ int main(int argc, char** argv) {
                      "\"decode_context\": %d, \"block_size\": %d, \"median_ms\": %.4f, "
                      "\"tflops\": %.2f}\n",
                      c.kind, c.batch, c.new_tokens, c.context, c.heads, c.kv_heads, c.head_size,
-                     c.decodes, c.decode_context, bidirectional(c) ? 0 : block, ms, tflops);
+                     c.decodes, c.decode_context, shown_block, ms, tflops);
       }
     }
     if (json != nullptr) std::fclose(json);

@@ -96,6 +96,16 @@ __device__ __forceinline__ void fence_registers(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+/// The same for a register A operand (packed 16-bit pairs): a wgmma in flight still reads it,
+/// so its registers must not be reused before wgmma_wait.
+template <int N, int M>
+__device__ __forceinline__ void fence_registers(std::uint32_t (&a)[N][M]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+#pragma unroll
+    for (int j = 0; j < M; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
+  }
+}
 
 // --- warpgroups ---
 

@@ -340,7 +340,7 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
     }
     case OpKind::kDcpGatherQueries:
     case OpKind::kDcpMerge:
-      // Unreachable while the engine refuses dcp.world_size > 1 (the spec's check).
+      // Unreachable while the engine refuses dcp.world_size > 1 (check_supported in engine.cpp).
       FF_THROW(E::kUnsupported, "op ", to_string(op.kind),
                ": decode context parallelism does not run yet");
   }

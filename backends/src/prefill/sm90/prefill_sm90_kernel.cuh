@@ -293,14 +293,6 @@ __global__ void __launch_bounds__(384, 1)
       }
       hw::wgmma_commit();
     };
-    // Keeps P's registers from being reused while a P·V in flight still reads them.
-    auto fence_p = [](std::uint32_t(&pa)[kBlockN / 16][4]) {
-#pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(pa[kk][e])::"memory");
-      }
-    };
     // The scores of the tile at key n0 (raw, or in log2 units with a cap or ALiBi), masked where
     // the tile crosses a row's visible range; then the online softmax: the row maxima and sums
     // move on, s becomes P (in place, f32), and `correction` is what O must be scaled by before
@@ -384,7 +376,7 @@ __global__ void __launch_bounds__(384, 1)
       issue_pv(pa, stage);
       hw::wgmma_wait<0>();
       hw::fence_registers(o);
-      fence_p(pa);
+      hw::fence_registers(pa);
       hw::mbarrier_arrive(v_empty(stage));
     };
 
@@ -433,7 +425,7 @@ __global__ void __launch_bounds__(384, 1)
         // O and P are final before the first wgmma of the pair: an instruction writing them
         // between the two would make the compiler serialise the wgmmas.
         hw::fence_registers(o);
-        fence_p(pa);
+        hw::fence_registers(pa);
         float s[kBlockN / 2];
         hw::mbarrier_wait(k_full(stage), phase);
         issue_scores(s, stage);
@@ -445,7 +437,7 @@ __global__ void __launch_bounds__(384, 1)
         softmax(s, w.kv_begin + it * kBlockN, correction);
         hw::wgmma_wait<0>();
         hw::fence_registers(o);
-        fence_p(pa);
+        hw::fence_registers(pa);
         hw::mbarrier_arrive(v_empty(prev_stage));
         pack_p(s, pa);
         rescale_o(correction);
