@@ -434,6 +434,13 @@ std::vector<Case> cases() {
                  .head_size = 256,
                  .block_size = 64,
                  .prefills = {{500, 300}, {77, 77}}});
+  // Head size 256 over 16-token blocks: the Hopper kernel's instantiation without the overlap.
+  out.push_back({.name = "prefill_bf16_d256_gqa4",
+                 .backend = pd,
+                 .heads = 8,
+                 .kv_heads = 2,
+                 .head_size = 256,
+                 .prefills = {{700, 330}, {129, 129}}});
   out.push_back({.name = "prefill_bf16_gqa3_d64",
                  .backend = pd,
                  .heads = 12,

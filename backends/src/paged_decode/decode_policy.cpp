@@ -51,6 +51,25 @@ std::size_t workspace_for(const AttentionParams& p, const BatchLimits& limits,
   return most;
 }
 
+/// Rows the decode kernel's grid covers (a CTA per row, split and head group). A graph captured
+/// here replays steps of other compositions, so it covers every row; an eager launch stops after
+/// the last single-token request's row, and launches nothing for a step of prefills alone: a CTA
+/// that only finds its row is not a decode costs the lookup, and a 16k-row step has 131,072 of
+/// them (0.15 ms a layer, PERFORMANCE.md).
+int rows_to_decode(const AttentionMetadata& md, cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  FF_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  const std::span<const std::int32_t> starts = md.query_start_loc_host;
+  if (capture != cudaStreamCaptureStatusNone ||
+      starts.size() != static_cast<std::size_t>(md.num_reqs) + 1) {
+    return md.num_tokens;
+  }
+  for (int r = md.num_reqs - 1; r >= 0; --r) {
+    if (starts[r + 1] - starts[r] == 1) return starts[r + 1];
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::optional<std::string> DecodePolicy::cannot_implement(const AttentionParams& p) {
@@ -93,9 +112,11 @@ void DecodePolicy::run(const AttentionCall& call, cudaStream_t stream) const {
   const AttentionParams& p = params_;
   const AttentionLayer& layer = *call.layer;
   const AttentionMetadata& md = *call.md;
-  const int rows = md.num_tokens;
+  const int rows = rows_to_decode(md, stream);
+  if (rows == 0) return;
   const int block_size = static_cast<int>(call.k.size(1));
-  const int splits = split_.splits(rows, p.num_heads / heads_per_cta_,
+  // Split by the step's rows, not those decoded: eager and captured steps split alike.
+  const int splits = split_.splits(md.num_tokens, p.num_heads / heads_per_cta_,
                                    static_cast<long>(md.block_table_stride) * block_size);
   const SplitWorkspace ws(p, splits, rows);
   FF_CHECK(ws.total == 0 || (layer.workspace.defined() && layer.workspace.is_cuda() &&

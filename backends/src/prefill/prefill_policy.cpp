@@ -109,7 +109,7 @@ void PrefillPolicy::run(const AttentionCall& call, bool single_token_rows,
   std::copy(p.alibi_slopes.begin(), p.alibi_slopes.end(), f.alibi);
   if (choice_ != PrefillKernelChoice::kMmaSync) {
     const std::optional<std::string> why_not =
-        prefill::sm90_cannot_run(call.query.dtype(), p.head_size, call.k, call.paged);
+        prefill::sm90_cannot_run(call.query.dtype(), p.head_size, call.k, call.paged, call.output);
     FF_CHECK(!why_not || choice_ == PrefillKernelChoice::kAuto, E::kUnsupported, "layer '",
              call.layer->name,
              "': FREEZEFRAME_PREFILL_KERNEL=sm90, but the Hopper prefill kernel "

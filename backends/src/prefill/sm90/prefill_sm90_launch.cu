@@ -139,7 +139,7 @@ bool sm90_available() {
 }
 
 std::optional<std::string> sm90_cannot_run(DType dtype, int head_size, const TensorView& k,
-                                           bool paged) {
+                                           bool paged, const TensorView& out) {
   if (!sm90_available()) return "this build or this GPU has no sm_90a kernels";
   if (dtype != DType::kBF16 && dtype != DType::kF16) return "queries are not 16-bit";
   if (k.dtype() != dtype) return "keys and values are not of the query dtype";
@@ -153,6 +153,11 @@ std::optional<std::string> sm90_cannot_run(DType dtype, int head_size, const Ten
   }
   if (k.stride(k.dim() - 1) != 1) return "key rows not contiguous";
   if (paged && k.size(token_dim) < 8) return "blocks of fewer than 8 tokens";
+  // The epilogue stores 16 bytes a thread.
+  if (reinterpret_cast<std::uintptr_t>(out.data()) % 16 != 0 || out.stride(0) % 8 != 0 ||
+      out.stride(1) % 8 != 0 || out.stride(2) != 1) {
+    return "output rows not 16-byte aligned";
+  }
   return std::nullopt;
 }
 

@@ -17,10 +17,12 @@ namespace freezeframe::prefill {
 [[nodiscard]] bool sm90_available();
 
 /// Why the Hopper kernel cannot attend queries of `dtype` over `k` (a paged cache's half or
-/// rows), or nothing when it can: 16-bit caches of the query dtype, head sizes 64/128/256,
-/// blocks of at least 8 tokens, 16-byte aligned rows.
+/// rows) into `out` ([rows, heads, head size]), or nothing when it can: 16-bit caches of the
+/// query dtype, head sizes 64/128/256, blocks of at least 8 tokens, 16-byte aligned rows of
+/// keys and outputs.
 [[nodiscard]] std::optional<std::string> sm90_cannot_run(DType dtype, int head_size,
-                                                         const TensorView& k, bool paged);
+                                                         const TensorView& k, bool paged,
+                                                         const TensorView& out);
 
 /// CTAs of the kernel one SM holds at once.
 [[nodiscard]] int sm90_resident_ctas_per_sm(DType dtype, int head_size);
