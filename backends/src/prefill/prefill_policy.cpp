@@ -108,8 +108,8 @@ void PrefillPolicy::run(const AttentionCall& call, bool single_token_rows,
   f.use_alibi = !p.alibi_slopes.empty();
   std::copy(p.alibi_slopes.begin(), p.alibi_slopes.end(), f.alibi);
   if (choice_ != PrefillKernelChoice::kMmaSync) {
-    const std::optional<std::string> why_not =
-        prefill::sm90_cannot_run(call.query.dtype(), p.head_size, call.k, call.paged, call.output);
+    const std::optional<std::string> why_not = prefill::sm90_cannot_run(
+        call.query.dtype(), p.head_size, call.query, call.k, call.paged, call.output);
     FF_CHECK(!why_not || choice_ == PrefillKernelChoice::kAuto, E::kUnsupported, "layer '",
              call.layer->name,
              "': FREEZEFRAME_PREFILL_KERNEL=sm90, but the Hopper prefill kernel "
@@ -118,8 +118,8 @@ void PrefillPolicy::run(const AttentionCall& call, bool single_token_rows,
     if (!why_not && sm90_resident_ctas_ > 0) {
       const int grid = prefill::grid_size(md.num_tokens, p.num_heads, heads_per_tile_,
                                           prefill::sm90_tile_rows(), sm90_resident_ctas_);
-      prefill::launch_prefill_sm90(f, call.k, call.v, call.paged, call.query.dtype(), p.head_size,
-                                   grid, stream);
+      prefill::launch_prefill_sm90(f, call.query, call.k, call.v, call.paged, call.query.dtype(),
+                                   p.head_size, grid, stream);
       return;
     }
   }

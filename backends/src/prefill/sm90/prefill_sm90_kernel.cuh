@@ -16,7 +16,11 @@
 //     P·V runs. The two consumer warpgroups also interleave freely, one's softmax beside the
 //     other's matrix products;
 //   - CTAs take the plan's items (longest first) in a snake, and each item's epilogue writes O
-//     into the warpgroup's rows of the Q tile, then out as whole 16-byte-per-thread rows.
+//     into the warpgroup's rows of the Q tile, then out as whole 16-byte-per-thread rows;
+//   - with Cfg::kAsyncIo (head size 128) an item's Q and O are off the consumers' path: the
+//     producer brings Q by TMA once both consumers' last S of the item before has read the
+//     tile, and the epilogue writes O to a buffer of its own that the producer warpgroup's
+//     warps 1-3 store while the consumers start the next item.
 // Keys come page by page from the paged cache (one box per page and 64-column block) or, for
 // encoder attention, from the step's own rows. V rows past a sequence's end are zeroed by the
 // producer before the consumers see the stage: P is 0 there, but 0 · NaN is not.
@@ -51,15 +55,20 @@ __global__ void __launch_bounds__(384, 1)
   const std::uint32_t smem_base = (kernels::shared_address(smem_raw) + 1023) & ~1023u;
   std::uint8_t* smem = smem_raw + (smem_base - kernels::shared_address(smem_raw));
   const std::uint32_t s_q = smem_base;
-  const std::uint32_t s_k = s_q + Cfg::kQBytes;
+  const std::uint32_t s_k = s_q + Cfg::kQBytes + Cfg::kOBytes;  // O (kAsyncIo) after Q
   const std::uint32_t s_v = s_k + kStages * Cfg::kTileBytes;
   const std::uint32_t bars = s_v + kStages * Cfg::kTileBytes;
-  // Barriers: k_full[s], v_full[s], k_empty[s], v_empty[s], v_landed.
+  // Barriers: k_full[s], v_full[s], k_empty[s], v_empty[s], v_landed; with kAsyncIo, Q's
+  // full (the producer's copy landed) and empty (both consumers' last S of the item read it),
+  // O's full (both consumers wrote it) and empty (the storing warps have stored it).
   auto k_full = [&](int s) { return bars + 8 * s; };
   auto v_full = [&](int s) { return bars + 8 * (kStages + s); };
   auto k_empty = [&](int s) { return bars + 8 * (2 * kStages + s); };
   auto v_empty = [&](int s) { return bars + 8 * (3 * kStages + s); };
   const std::uint32_t v_landed = bars + 8 * (4 * kStages);
+  const std::uint32_t q_full = v_landed + 8, q_empty = v_landed + 16;
+  const std::uint32_t o_full = v_landed + 24, o_empty = v_landed + 32;
+  constexpr int kStorers = 96;  // the producer warpgroup's warps 1-3
 
   const int tid = threadIdx.x;
   const int warpgroup = tid / 128;
@@ -71,9 +80,16 @@ __global__ void __launch_bounds__(384, 1)
       hw::mbarrier_init(v_empty(s), 256);
     }
     hw::mbarrier_init(v_landed, 1);
+    if constexpr (Cfg::kAsyncIo) {
+      hw::mbarrier_init(q_full, 1);
+      hw::mbarrier_init(q_empty, 256);
+      hw::mbarrier_init(o_full, 256);
+      hw::mbarrier_init(o_empty, kStorers);
+    }
     hw::fence_barrier_init();
     hw::prefetch_tensor_map(&params.k_map);
     hw::prefetch_tensor_map(&params.v_map);
+    if constexpr (Cfg::kAsyncIo) hw::prefetch_tensor_map(&params.q_map);
   }
 
   const auto* plan = static_cast<const std::uint8_t*>(p.plan);
@@ -145,17 +161,70 @@ __global__ void __launch_bounds__(384, 1)
     return true;
   };
 
+  // 16-byte chunk c of row m of the Q tile (Q, and O of the epilogue without kAsyncIo),
+  // 128-byte swizzled as TMA would write it; and the (token, head) of the row's query.
+  constexpr int kChunks = D / 8;
+  constexpr int kChunksPerThread = 64 * kChunks / 128;  // of a warpgroup's 64 rows
+  auto tile_chunk = [&](int m, int c) {
+    return smem + (c / 8) * kBlockM * 128 + m * 128 + (((c % 8) ^ (m & 7)) << 4);
+  };
+  auto row_offset = [&](const Work& w, int m, std::int64_t stride_token, std::int64_t stride_head) {
+    return std::int64_t(w.q_first + w.tok0 + (m >> hp_shift)) * stride_token +
+           std::int64_t(w.head0 + (m & ((1 << hp_shift) - 1))) * stride_head;
+  };
+
   if (warpgroup == 0) {
     // ---------------- producer ----------------
     hw::set_max_registers_dec<Cfg::kProducerRegisters>();
-    if (tid >= 32) return;
+    if (tid >= 32) {
+      // Warps 1-3 (kAsyncIo): each item's O from its buffer to the output, whole 16-byte
+      // chunks, while the consumers go on to the next item.
+      if constexpr (Cfg::kAsyncIo) {
+        std::uint32_t o_phase = 0;
+        for (int round = 0, item = item_of(0); item < items; item = item_of(++round)) {
+          Work w;
+          if (!work_of(item, w)) continue;
+          hw::mbarrier_wait(o_full, o_phase);
+          o_phase ^= 1;
+          T* out = static_cast<T*>(p.out);
+          for (int i = tid - 32; i < kBlockM * kChunks; i += kStorers) {
+            const int m = i / kChunks, c = i % kChunks;
+            if (w.tok0 + (m >> hp_shift) < w.tok_end) {
+              *reinterpret_cast<uint4*>(
+                  out + row_offset(w, m, p.out_stride_token, p.out_stride_head) + c * 8) =
+                  *reinterpret_cast<const uint4*>(tile_chunk(m, c) + Cfg::kQBytes);
+            }
+          }
+          hw::mbarrier_arrive(o_empty);
+        }
+      }
+      return;
+    }
     const int lane = tid;
     const int rows = params.rows_per_copy;
     const std::uint32_t box_bytes = rows * 128;
     int iteration = 0, landed_phase = 0;
+    std::uint32_t q_phase = 0;
+    // kAsyncIo: the item's Q tile, once both consumers' last S of the item before has read it
+    // (one box per 64-column block: the tile's heads × its tokens).
+    auto issue_q = [&](const Work& w) {
+      if constexpr (Cfg::kAsyncIo) {
+        if (lane == 0) {
+          hw::mbarrier_wait(q_empty, q_phase ^ 1);
+          hw::mbarrier_arrive_expect_tx(q_full, Cfg::kQBytes);
+          for (int c = 0; c < Cfg::kColumnBlocks; ++c) {
+            hw::tma_load_3d(s_q + c * kBlockM * 128, &params.q_map, q_full, c * 64, w.head0,
+                            w.q_first + w.tok0);
+          }
+        }
+        q_phase ^= 1;
+        __syncwarp();
+      }
+    };
     for (int round = 0, item = item_of(0); item < items; item = item_of(++round)) {
       Work w;
       if (!work_of(item, w)) continue;
+      if (w.num_kv_tiles == 0) issue_q(w);
       const std::int32_t* blocks =
           paged ? p.block_table + std::int64_t(w.req) * p.block_table_stride : nullptr;
       const int kv_row0 = paged ? 0 : p.kv_start[w.req];
@@ -196,6 +265,7 @@ __global__ void __launch_bounds__(384, 1)
         }
         __syncwarp();
         issue(&params.k_map, s_k + stage * Cfg::kTileBytes, k_full(stage));
+        if (it == 0) issue_q(w);  // after the item's first K tile: the consumers need both
         if (lane == 0) hw::mbarrier_wait(v_empty(stage), phase ^ 1);
         __syncwarp();
         const std::uint32_t v_tile = s_v + stage * Cfg::kTileBytes;
@@ -233,26 +303,24 @@ __global__ void __launch_bounds__(384, 1)
   const bool plain_scores = p.softcap <= 0.0f && !p.use_alibi;
   const float exp_scale = plain_scores ? p.q_scale * kernels::kLog2e : 1.0f;
   int iteration = 0;
-  // 16-byte chunk c of row m of the Q tile (Q, then O of the epilogue), 128-byte swizzled as
-  // TMA would write it; and the (token, head) of the row's query.
-  constexpr int kChunks = D / 8;
-  constexpr int kChunksPerThread = 64 * kChunks / 128;  // of a warpgroup's 64 rows
-  auto tile_chunk = [&](int m, int c) {
-    return smem + (c / 8) * kBlockM * 128 + m * 128 + (((c % 8) ^ (m & 7)) << 4);
-  };
-  auto row_offset = [&](const Work& w, int m, std::int64_t stride_token, std::int64_t stride_head) {
-    return std::int64_t(w.q_first + w.tok0 + (m >> hp_shift)) * stride_token +
-           std::int64_t(w.head0 + (m & ((1 << hp_shift) - 1))) * stride_head;
-  };
-
+  std::uint32_t q_phase = 0, o_phase = 0;  // kAsyncIo: the items' Q and O buffers
   for (int round = 0, item = item_of(0); item < items; item = item_of(++round)) {
     Work w;
     if (!work_of(item, w)) continue;
+    // kAsyncIo: the item's last S has read Q, which the producer may then replace.
+    auto q_read = [&](int it) {
+      if constexpr (Cfg::kAsyncIo) {
+        if (it == w.num_kv_tiles - 1) hw::mbarrier_arrive(q_empty);
+      }
+    };
 
     // Q: this warpgroup's 64 rows, swizzled as TMA would write them; rows past the tokens 0.
     // A batch's loads are all issued before its stores: interleaved, each store waited for its
-    // load (13% of a 1k-token causal step, measured).
-    {
+    // load (13% of a 1k-token causal step, measured). With kAsyncIo the producer brings it.
+    if constexpr (Cfg::kAsyncIo) {
+      hw::mbarrier_wait(q_full, q_phase);
+      q_phase ^= 1;
+    } else {
       const T* q = static_cast<const T*>(p.q);
       // Eight loads in flight a thread; batches rolled (unrolled, the compiler keeps every
       // chunk's address from item to item and spills at head size 256).
@@ -426,6 +494,7 @@ __global__ void __launch_bounds__(384, 1)
         hw::wgmma_wait<0>();
         hw::fence_registers(s);
         hw::mbarrier_arrive(k_empty(stage));
+        q_read(it);
         softmax(s, w.kv_begin + it * kBlockN, correction);
         rescale_o(correction);
         pack_p(s, pa);
@@ -443,6 +512,7 @@ __global__ void __launch_bounds__(384, 1)
         hw::wgmma_wait<0>();
         hw::fence_registers(s);
         hw::mbarrier_arrive(k_empty(stage));
+        q_read(0);
         softmax(s, w.kv_begin, correction);  // O is 0: no correction
         pack_p(s, pa);
       }
@@ -464,6 +534,7 @@ __global__ void __launch_bounds__(384, 1)
         hw::wgmma_wait<1>();  // S of this tile; P·V of the last one may still run
         hw::fence_registers(s);
         hw::mbarrier_arrive(k_empty(stage));
+        q_read(it);
         softmax(s, w.kv_begin + it * kBlockN, correction);
         hw::wgmma_wait<0>();
         hw::fence_registers(o);
@@ -474,9 +545,16 @@ __global__ void __launch_bounds__(384, 1)
       }
       pv_alone(pa, stage, phase);
     }
+    if (w.num_kv_tiles == 0) q_read(-1);  // no S read it
 
-    // Normalise this thread's two rows into shared memory, and their LSE.
+    // Normalise this thread's two rows into shared memory (kAsyncIo: the O buffer, once the
+    // storers are done with the item before), and their LSE.
     T* out = static_cast<T*>(p.out);
+    std::uint8_t* o_tile = smem;
+    if constexpr (Cfg::kAsyncIo) {
+      hw::mbarrier_wait(o_empty, o_phase ^ 1);
+      o_tile = smem + Cfg::kQBytes;
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float sum = row_sum[r];
@@ -493,7 +571,7 @@ __global__ void __launch_bounds__(384, 1)
       const std::uint32_t row_at = m * 128 + ((m & 7) << 4) + 4 * t;
 #pragma unroll
       for (int j = 0; j < kOTiles; ++j) {
-        *reinterpret_cast<std::uint32_t*>(smem + (row_at ^ ((j % 8) << 4)) +
+        *reinterpret_cast<std::uint32_t*>(o_tile + (row_at ^ ((j % 8) << 4)) +
                                           (j / 8) * kBlockM * 128) =
             kernels::pack2<T>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
       }
@@ -501,6 +579,11 @@ __global__ void __launch_bounds__(384, 1)
         p.lse[row * p.lse_stride_token + head] =
             sum > 0.0f ? (row_max[r] + log2f(sum)) * kernels::kLn2 : -INFINITY;
       }
+    }
+    if constexpr (Cfg::kAsyncIo) {
+      hw::mbarrier_arrive(o_full);  // the storers take it from here
+      o_phase ^= 1;
+      continue;
     }
     // The warpgroup's 64 rows out of shared memory, 16 bytes a thread: a quarter-warp writes a
     // whole row, where the registers' layout stored 4 bytes of 8 rows at a time (measured 7% of

@@ -97,6 +97,33 @@ CUtensorMap encode(const TensorView& t, bool paged, DType dtype, int head_size, 
   return map;
 }
 
+/// A 3-d map over the queries `q` ([rows, heads, head size]): (dim, head, row), read in boxes of
+/// 64 columns × the CTA tile's 2^hp_shift heads × its 128 / 2^hp_shift tokens (the kernel's
+/// row order: token-major, head-minor), 128-byte swizzled. Encoded on every launch (a step's
+/// rows change from step to step; a few microseconds of the host's).
+CUtensorMap encode_queries(const TensorView& q, DType dtype, int head_size, int hp_shift) {
+  const std::int64_t elem = 2;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_size),
+                              static_cast<cuuint64_t>(q.size(1)),
+                              static_cast<cuuint64_t>(q.size(0))};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(q.stride(1) * elem),
+                                 static_cast<cuuint64_t>(q.stride(0) * elem)};
+  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(1 << hp_shift),
+                             static_cast<cuuint32_t>(128 >> hp_shift)};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  CUtensorMap map{};
+  const CUresult r = encode_function()(
+      &map,
+      dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+      const_cast<void*>(q.data()), dims, strides, box, element_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  FF_CHECK(r == CUDA_SUCCESS, E::kInvalidArgument,
+           "prefill (sm_90a): the driver refused the tensor map of the queries (error ",
+           static_cast<int>(r), ")");
+  return map;
+}
+
 /// encode(), kept by its arguments: a layer's cache is the same every step, so its maps are
 /// encoded once rather than on every launch (which eager and piecewise steps make per layer).
 CUtensorMap cached_map(const TensorView& t, bool paged, DType dtype, int head_size, int rows) {
@@ -138,8 +165,8 @@ bool sm90_available() {
   return available;
 }
 
-std::optional<std::string> sm90_cannot_run(DType dtype, int head_size, const TensorView& k,
-                                           bool paged, const TensorView& out) {
+std::optional<std::string> sm90_cannot_run(DType dtype, int head_size, const TensorView& q,
+                                           const TensorView& k, bool paged, const TensorView& out) {
   if (!sm90_available()) return "this build or this GPU has no sm_90a kernels";
   if (dtype != DType::kBF16 && dtype != DType::kF16) return "queries are not 16-bit";
   if (k.dtype() != dtype) return "keys and values are not of the query dtype";
@@ -153,11 +180,13 @@ std::optional<std::string> sm90_cannot_run(DType dtype, int head_size, const Ten
   }
   if (k.stride(k.dim() - 1) != 1) return "key rows not contiguous";
   if (paged && k.size(token_dim) < 8) return "blocks of fewer than 8 tokens";
-  // The epilogue stores 16 bytes a thread.
-  if (reinterpret_cast<std::uintptr_t>(out.data()) % 16 != 0 || out.stride(0) % 8 != 0 ||
-      out.stride(1) % 8 != 0 || out.stride(2) != 1) {
-    return "output rows not 16-byte aligned";
-  }
+  // Q comes by TMA or 16-byte loads, O goes out 16 bytes a thread.
+  auto rows_aligned = [](const TensorView& t) {
+    return reinterpret_cast<std::uintptr_t>(t.data()) % 16 == 0 && t.stride(0) % 8 == 0 &&
+           t.stride(1) % 8 == 0 && t.stride(2) == 1;
+  };
+  if (!rows_aligned(q)) return "query rows not 16-byte aligned";
+  if (!rows_aligned(out)) return "output rows not 16-byte aligned";
   return std::nullopt;
 }
 
@@ -176,8 +205,9 @@ int sm90_resident_ctas_per_sm(DType dtype, int head_size) {
 
 int sm90_tile_rows() { return 128; }
 
-void launch_prefill_sm90(const PrefillParams& p, const TensorView& k, const TensorView& v,
-                         bool paged, DType dtype, int head_size, int grid, cudaStream_t stream) {
+void launch_prefill_sm90(const PrefillParams& p, const TensorView& q, const TensorView& k,
+                         const TensorView& v, bool paged, DType dtype, int head_size, int grid,
+                         cudaStream_t stream) {
   Sm90Params params;
   params.p = p;
   const int n = block_n(head_size);
@@ -190,6 +220,9 @@ void launch_prefill_sm90(const PrefillParams& p, const TensorView& k, const Tens
   const Sm90Kernel kernel = kernel_for(dtype, head_size, overlap, &bytes);
   params.k_map = cached_map(k, paged, dtype, head_size, params.rows_per_copy);
   params.v_map = cached_map(v, paged, dtype, head_size, params.rows_per_copy);
+  bool async_io = false;  // the producer brings Q by TMA (Sm90Config::kAsyncIo)
+  kernels::with_head_size(head_size, [&]<int D>() { async_io = Sm90Config<D>::kAsyncIo; });
+  if (async_io) params.q_map = encode_queries(q, dtype, head_size, p.heads_per_tile_shift);
   kernel<<<grid, 384, bytes, stream>>>(params);
   FF_CHECK_LAUNCH();
 }
