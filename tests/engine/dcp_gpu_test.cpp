@@ -94,10 +94,9 @@ RankRun run_decodes(Engine& engine, int d, std::barrier<>* ranks) {
       const std::int64_t len = step + 1;
       const auto blocks = static_cast<std::size_t>((len + virtual_block - 1) / virtual_block);
       for (int q = 0; q < kSequences; ++q) {
-        batch.requests.push_back(
-            {1, static_cast<int>(len),
-             std::span<const std::int32_t>(pool).subspan(static_cast<std::size_t>(q * per),
-                                                         blocks)});
+        batch.requests.push_back({1, static_cast<int>(len),
+                                  std::span<const std::int32_t>(pool).subspan(
+                                      static_cast<std::size_t>(q * per), blocks)});
         step_ids.push_back(ids[static_cast<std::size_t>(q * kSteps + step)]);
       }
       batch.token_ids = step_ids;
@@ -136,8 +135,7 @@ TEST_P(DecodeContextParallel, RanksGiveTheLogitsOfOneRank) {
   const Case& c = GetParam();
   RankRun one;
   {
-    Engine engine(parse_spec(spec_text(1, 1, 1, "full_decode_only"), "dcp.yaml"),
-                  base_options());
+    Engine engine(parse_spec(spec_text(1, 1, 1, "full_decode_only"), "dcp.yaml"), base_options());
     ASSERT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
     one = run_decodes(engine, 1, nullptr);
   }
