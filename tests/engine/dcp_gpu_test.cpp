@@ -77,13 +77,15 @@ struct RankRun {
 RankRun run_decodes(Engine& engine, int d, std::barrier<>* ranks) {
   const std::int64_t virtual_block = std::int64_t(kBlockSize) * d;
   const int per = static_cast<int>((kSteps + virtual_block - 1) / virtual_block);
-  std::mt19937 rng(11);
-  std::vector<std::int32_t> pool(static_cast<std::size_t>(kSequences * per));
-  std::iota(pool.begin(), pool.end(), 3);
-  std::shuffle(pool.begin(), pool.end(), rng);
+  // The token ids from a generator of their own: every d draws the same ones (the shuffle
+  // below draws as many numbers as the pool, which d sizes).
+  std::mt19937 token_rng(7), block_rng(11);
   std::uniform_int_distribution<std::int32_t> token(0, kVocab - 1);
   std::vector<std::int32_t> ids(static_cast<std::size_t>(kSequences * kSteps));
-  for (auto& x : ids) x = token(rng);
+  for (auto& x : ids) x = token(token_rng);
+  std::vector<std::int32_t> pool(static_cast<std::size_t>(kSequences * per));
+  std::iota(pool.begin(), pool.end(), 3);
+  std::shuffle(pool.begin(), pool.end(), block_rng);
 
   RankRun run;
   for (const Mode& mode : kModes) {
