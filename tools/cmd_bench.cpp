@@ -73,15 +73,17 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-/// B single-token decodes over `context` tokens each, on blocks from a shuffled pool.
+/// B single-token decodes over `context` tokens each, on blocks from a shuffled pool; a block
+/// id names `block_positions` positions (block_size · D under decode context parallelism).
 struct DecodeBatch {
   std::vector<std::vector<std::int32_t>> blocks;
   std::vector<std::int32_t> tokens;
   std::vector<SamplingParams> sampling;
   StepBatch batch;
 
-  DecodeBatch(int b, int context, const DeploymentLimits& limits, bool sample, std::mt19937& rng) {
-    const int per_request = (context + limits.block_size - 1) / limits.block_size;
+  DecodeBatch(int b, int context, const DeploymentLimits& limits, std::int64_t block_positions,
+              bool sample, std::mt19937& rng) {
+    const int per_request = static_cast<int>((context + block_positions - 1) / block_positions);
     FF_CHECK(std::int64_t(b) * per_request <= limits.num_blocks, ErrorCode::kInvalidArgument,
              "batch ", b, " at context ", context, " needs ", std::int64_t(b) * per_request,
              " KV blocks; the plan has ", limits.num_blocks);
@@ -283,7 +285,9 @@ std::vector<int> parse_list(std::string_view flag, std::string_view text) {
 
 /// A decode row: every mode, the host times and the breakdown.
 Row time_decode(Engine& engine, int b, int context, int iterations, std::mt19937& rng) {
-  const DecodeBatch decode(b, context, engine.limits(), engine.samples(), rng);
+  const DecodeBatch decode(b, context, engine.limits(),
+                           engine.geometry().dcp_sharding().virtual_block_size(), engine.samples(),
+                           rng);
   Row row;
   row.batch = b;
   const Dispatch dispatch = engine.dispatcher().dispatch(b, b, true);
@@ -506,7 +510,10 @@ int run_bench(Args args) {
   EngineOptions options;
   options.device_memory = device_memory(common.device_bytes).bytes;
   options.sample_tokens = f.sample;
-  const int ranks = spec.tp.world_size;
+  const int ranks = spec.tp.world_size, dcp = spec.dcp.world_size;
+  FF_CHECK(dcp == 1 || prefill.empty(), ErrorCode::kUnsupported,
+           "--prefill: ", spec.where("dcp.world_size"), " is ", dcp,
+           ", and under decode context parallelism the engine runs decode steps only (for now)");
   if (ranks == 1) {
     Engine engine(std::move(spec), options);
     bench_engine(engine, batches, prefill, f, common.json_path, stdout);
@@ -525,11 +532,21 @@ int run_bench(Args args) {
                                                                 &std::fclose);
   FF_CHECK(nowhere != nullptr, ErrorCode::kInternal, "cannot open /dev/null");
   LocalGroup group(ranks);
+  // DCP groups: D consecutive ranks each (the tensor-parallel group itself when D = T).
+  std::vector<std::unique_ptr<LocalGroup>> dcp_groups;
+  for (int g = 0; dcp > 1 && dcp < ranks && g < ranks / dcp; ++g) {
+    dcp_groups.push_back(std::make_unique<LocalGroup>(dcp));
+  }
   std::barrier<> ranks_meet(ranks);
   group.run([&](int r) {
     try {
       EngineOptions own = options;
       own.communicator = &group.rank(r);
+      if (dcp > 1) {
+        own.dcp_communicator = dcp == ranks
+                                   ? &group.rank(r)
+                                   : &dcp_groups[static_cast<std::size_t>(r / dcp)]->rank(r % dcp);
+      }
       Engine engine(spec, own);
       bench_engine(engine, batches, prefill, f, r == 0 ? common.json_path : std::string(),
                    r == 0 ? stdout : nowhere.get(), [&] { ranks_meet.arrive_and_wait(); });

@@ -389,11 +389,12 @@ TEST(Engine, UnsupportedSpecsAreRefusedWithTheField) {
     Engine engine(parse_spec(tiny_spec("paged_decode", "  max_capture_size: 16\n") +
                                  "tp:\n  world_size: 4\ndcp:\n  world_size: 2\n",
                              "tiny.yaml"));
-    FAIL() << "a DCP spec was accepted";
+    FAIL() << "a DCP spec without its ranks' DCP communicator was accepted";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("tiny.yaml:"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("dcp.world_size"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("DCP communicator"), std::string::npos) << e.what();
   }
   try {
     Engine engine(

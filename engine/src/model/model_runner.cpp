@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "freezeframe/backends/lse_merge.h"
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/core/nvtx.h"
@@ -25,17 +26,22 @@ struct ModelRunner::Layer {
   TensorView kv_cache;
   std::string range;
   std::string all_reduce_range;  ///< "all_reduce[layer=i]": the tensor-parallel sums' range
+  std::string dcp_gather_range;  ///< "dcp_gather[layer=i]": the group's queries gathered
+  std::string dcp_merge_range;   ///< "dcp_merge[layer=i]": the partial outputs merged
   bool rope = true;              ///< ALiBi layers have no rotary embedding
 };
 
 ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geometry,
                          const ModelProgram& program, const PlanViews& views, const Arena& arena,
                          std::vector<int> backend_of_layer, std::vector<UserPiece> user_pieces,
-                         bool sample_tokens, Communicator* communicator)
+                         bool sample_tokens, Communicator* communicator,
+                         Communicator* dcp_communicator)
     : spec_(spec),
       shard_(tp_shard(spec)),
       tp_rank_(geometry.rank.tp_rank),
+      dcp_size_(geometry.rank.dcp_size),
       communicator_(communicator),
+      dcp_communicator_(dcp_communicator),
       program_(program),
       views_(views),
       user_pieces_(std::move(user_pieces)),
@@ -45,6 +51,11 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
                (communicator_ != nullptr && communicator_->world_size() == shard_.world &&
                 communicator_->rank() == tp_rank_),
            E::kInternal, "tensor-parallel rank ", tp_rank_, " of ", shard_.world,
+           " needs its group's communicator");
+  FF_CHECK(dcp_size_ == 1 ||
+               (dcp_communicator_ != nullptr && dcp_communicator_->world_size() == dcp_size_ &&
+                dcp_communicator_->rank() == geometry.rank.dcp_rank),
+           E::kInternal, "DCP rank ", geometry.rank.dcp_rank, " of ", dcp_size_,
            " needs its group's communicator");
   token_ids_ = program.tensor_index("token_ids");
   positions_ = program.tensor_index("positions");
@@ -88,6 +99,8 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
     layer->kv_cache = views.kv_caches[l];
     layer->range = "attention[layer=" + std::to_string(l) + ",backend=" + layer_spec.backend + "]";
     layer->all_reduce_range = "all_reduce[layer=" + std::to_string(l) + "]";
+    layer->dcp_gather_range = "dcp_gather[layer=" + std::to_string(l) + "]";
+    layer->dcp_merge_range = "dcp_merge[layer=" + std::to_string(l) + "]";
     layer->rope = !layer_spec.alibi;
     if (model.is_mla()) {
       const std::string pre = layer->state.name + ".self_attn.";
@@ -338,11 +351,18 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
                                     cudaMemcpyDeviceToHost, stream));
       return;
     }
-    case OpKind::kDcpGatherQueries:
-    case OpKind::kDcpMerge:
-      // Unreachable while the engine refuses dcp.world_size > 1 (check_supported in engine.cpp).
-      FF_THROW(E::kUnsupported, "op ", to_string(op.kind),
-               ": decode context parallelism does not run yet");
+    case OpKind::kDcpGatherQueries: {
+      std::optional<NvtxRange> range;
+      if (ranges) range.emplace(layers_[op.layer]->dcp_gather_range);
+      dcp_gather_queries(op, rows, stream);
+      return;
+    }
+    case OpKind::kDcpMerge: {
+      std::optional<NvtxRange> range;
+      if (ranges) range.emplace(layers_[op.layer]->dcp_merge_range);
+      dcp_merge(op, rows, stream);
+      return;
+    }
   }
   FF_THROW(E::kInternal, "no implementation of op ", to_string(op.kind));
 }
@@ -366,8 +386,104 @@ void ModelRunner::attention(const ProgramOp& op, const RunShape& shape, const At
   const TensorView output(out.data(), out.dtype(), out_shape, out.device());
   std::optional<NvtxRange> range;  // pointless inside a capture
   if (ranges) range.emplace(layer.range);
-  layer.impl->forward(layer.state, heads(0, h), heads(h, kv), heads(h + kv, kv), layer.kv_cache, md,
-                      output, stream);
+  if (op.reads.size() == 1) {
+    layer.impl->forward(layer.state, heads(0, h), heads(h, kv), heads(h + kv, kv), layer.kv_cache,
+                        md, output, stream);
+    return;
+  }
+  // DCP: the group's queries (q_group, rank-major heads) against this rank's shard, with the
+  // LSE dcp_merge weighs the partial outputs by.
+  const TensorView q_group = views_.tensors[op.reads[1]];
+  const std::int64_t group = shard_.attention_heads;
+  const std::int64_t query_shape[] = {rows, group, d};
+  const std::int64_t query_strides[] = {q_group.stride(0), d, 1};
+  const TensorView query = TensorView::strided(q_group.data(), q_group.dtype(), query_shape,
+                                               query_strides, q_group.device());
+  const TensorView lse = views_.tensors[op.writes[1]];
+  const std::int64_t lse_shape[] = {rows, group};
+  layer.impl->forward(layer.state, query, heads(h, kv), heads(h + kv, kv), layer.kv_cache, md,
+                      output, stream, TensorView(lse.data(), DType::kF32, lse_shape, lse.device()));
+}
+
+namespace {
+
+/// Copies `rows` rows of `width` elements from `src` (row stride `src_stride` elements) to
+/// `dst` (row stride `dst_stride`), on `stream`.
+void copy_columns(void* dst, std::int64_t dst_stride, const void* src, std::int64_t src_stride,
+                  std::int64_t width, int rows, DType dtype, cudaStream_t stream) {
+  if (rows == 0 || width == 0) return;
+  const auto elem = static_cast<std::size_t>(size_of(dtype));
+  FF_CUDA_CHECK(cudaMemcpy2DAsync(
+      dst, elem * static_cast<std::size_t>(dst_stride), src,
+      elem * static_cast<std::size_t>(src_stride), elem * static_cast<std::size_t>(width),
+      static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice, stream));
+}
+
+template <typename T>
+T* at(const TensorView& t, std::int64_t elements) {
+  return static_cast<T*>(t.data()) + elements;
+}
+
+}  // namespace
+
+void ModelRunner::dcp_gather_queries(const ProgramOp& op, int rows, cudaStream_t stream) {
+  // reads: qkv (this rank's query heads first); writes: q_group, dcp_q_send, dcp_q_recv.
+  const TensorView qkv = views_.tensors[op.reads[0]];
+  const TensorView q_group = views_.tensors[op.writes[0]];
+  const TensorView send = views_.tensors[op.writes[1]];
+  const TensorView recv = views_.tensors[op.writes[2]];
+  const DType dtype = qkv.dtype();
+  const auto elem = static_cast<std::int64_t>(size_of(dtype));
+  const std::int64_t width = std::int64_t(shard_.query_heads) * spec_.model.head_size;
+  const std::int64_t count = std::int64_t(rows) * width;
+  // Packed rows for the gather, then rank r's block into q_group's columns r · width ...
+  copy_columns(send.data(), width, qkv.data(), qkv.stride(0), width, rows, dtype, stream);
+  dcp_communicator_->all_gather(send.data(), recv.data(), static_cast<std::size_t>(count), dtype,
+                                stream);
+  for (int r = 0; r < dcp_size_; ++r) {
+    copy_columns(static_cast<std::byte*>(q_group.data()) + r * width * elem, q_group.stride(0),
+                 static_cast<const std::byte*>(recv.data()) + r * count * elem, width, width, rows,
+                 dtype, stream);
+  }
+}
+
+void ModelRunner::dcp_merge(const ProgramOp& op, int rows, cudaStream_t stream) {
+  // reads: attn_partial [rows, G·d], attn_lse [rows, G] (G = D · this rank's heads, rank-major);
+  // writes: attn_out [rows, heads·d] and the collectives' buffers.
+  const TensorView partial = views_.tensors[op.reads[0]];
+  const TensorView lse = views_.tensors[op.reads[1]];
+  const TensorView out = views_.tensors[op.writes[0]];
+  const TensorView out_send = views_.tensors[op.writes[1]];
+  const TensorView lse_send = views_.tensors[op.writes[2]];
+  const TensorView out_recv = views_.tensors[op.writes[3]];
+  const TensorView lse_recv = views_.tensors[op.writes[4]];
+  const DType dtype = partial.dtype();
+  const std::int64_t heads = shard_.query_heads, d = spec_.model.head_size;
+  const std::int64_t width = heads * d, out_count = std::int64_t(rows) * width;
+  const std::int64_t lse_count = std::int64_t(rows) * heads;
+  const auto elem = static_cast<std::int64_t>(size_of(dtype));
+  // Block r of the sends: rank r's heads of every row, which the all-to-all hands to rank r.
+  for (int r = 0; r < dcp_size_; ++r) {
+    copy_columns(static_cast<std::byte*>(out_send.data()) + r * out_count * elem, width,
+                 static_cast<const std::byte*>(partial.data()) + r * width * elem,
+                 partial.stride(0), width, rows, dtype, stream);
+    copy_columns(at<float>(lse_send, r * lse_count), heads, at<const float>(lse, r * heads),
+                 lse.stride(0), heads, rows, DType::kF32, stream);
+  }
+  dcp_communicator_->all_to_all(out_send.data(), out_recv.data(),
+                                static_cast<std::size_t>(out_count), dtype, stream);
+  dcp_communicator_->all_to_all(lse_send.data(), lse_recv.data(),
+                                static_cast<std::size_t>(lse_count), DType::kF32, stream);
+  // Block r of the receives: this rank's heads as rank r attended them to its shard.
+  const std::int64_t partial_shape[] = {dcp_size_, rows, heads, d};
+  const std::int64_t lse_shape[] = {dcp_size_, rows, heads};
+  const std::int64_t out_shape[] = {rows, heads, d};
+  const std::int64_t out_strides[] = {out.stride(0), d, 1};
+  merge_attention_states(
+      TensorView(out_recv.data(), dtype, partial_shape, out_recv.device()),
+      TensorView(lse_recv.data(), DType::kF32, lse_shape, lse_recv.device()),
+      TensorView::strided(out.data(), out.dtype(), out_shape, out_strides, out.device()),
+      TensorView(), stream);
 }
 
 void ModelRunner::gather_logits(const ProgramOp& op, int reqs, cudaStream_t stream) {

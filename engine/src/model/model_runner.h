@@ -44,11 +44,13 @@ class ModelRunner {
   /// `backend_of_layer[l]`: which of the metadata pointers run() gets (one per backend) layer
   /// l's attention reads. Without `sample_tokens` the program's sample op is left out.
   /// `communicator`: the tensor-parallel group of geometry.rank (null for one rank), whose
-  /// collectives the program's all_reduce and gather_logits ops run.
+  /// collectives the program's all_reduce and gather_logits ops run; `dcp_communicator`: its
+  /// DCP group (null without DCP), for dcp_gather_queries and dcp_merge.
   ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geometry,
               const ModelProgram& program, const PlanViews& views, const Arena& arena,
               std::vector<int> backend_of_layer, std::vector<UserPiece> user_pieces,
-              bool sample_tokens, Communicator* communicator);
+              bool sample_tokens, Communicator* communicator,
+              Communicator* dcp_communicator = nullptr);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -95,6 +97,11 @@ class ModelRunner {
   /// The logits: every rank's shard of the LM head's rows, gathered rank-major into
   /// `gathered`, then copied side by side without the vocabulary's padding.
   void gather_logits(const ProgramOp& op, int reqs, cudaStream_t stream);
+  /// DCP: this rank's queries all-gathered over its group into q_group (rank-major heads).
+  void dcp_gather_queries(const ProgramOp& op, int rows, cudaStream_t stream);
+  /// DCP: each rank's heads of the group's partial outputs and LSEs sent to it (two
+  /// all-to-alls) and merged by their LSEs into attn_out.
+  void dcp_merge(const ProgramOp& op, int rows, cudaStream_t stream);
   /// x · Wᵀ for the weights `weights` (stacked along the output dimension, fused into one GEMM
   /// when they lie back to back) into `y`; beta 1 adds to y.
   void linear(const TensorView& x, std::span<const int> weights, const TensorView& y, int rows,
@@ -104,7 +111,9 @@ class ModelRunner {
   const EngineSpec& spec_;
   const TpShard shard_;  // this rank's heads and vocabulary rows
   const int tp_rank_;
-  Communicator* communicator_;  // null for one rank
+  const int dcp_size_;
+  Communicator* communicator_;      // null for one rank
+  Communicator* dcp_communicator_;  // null without DCP
   const ModelProgram& program_;
   const PlanViews& views_;
   std::vector<Op> ops_;

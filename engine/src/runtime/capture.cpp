@@ -138,8 +138,11 @@ void Engine::State::capture_all() {
     // needs), and the largest uniform-decode key once (the decode-only paths), so every kernel
     // is loaded and the libraries' lazy state settled before anything is recorded. One layer
     // of each kind runs (warm_up_ops): the others launch the same kernels on the same shapes.
+    // (Under DCP only decode steps run: no prefill chunks.)
     const std::span<const int> sizes = dispatcher.capture_sizes();
-    for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) warm_up({*it, 0, false});
+    if (geometry.rank.dcp_size == 1) {
+      for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) warm_up({*it, 0, false});
+    }
     for (const auto& job : jobs) {
       if (job.first.uniform_decode) {
         warm_up(job.first);

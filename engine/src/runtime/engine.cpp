@@ -24,12 +24,30 @@ using E = ErrorCode;
 
 /// The spec asks for things the engine does not run: refuse before allocating anything.
 void check_supported(const EngineSpec& spec, const EngineOptions& options) {
-  FF_CHECK(spec.dcp.world_size == 1, E::kUnsupported, spec.where("dcp.world_size"),
-           ": decode context parallelism over ", spec.dcp.world_size,
-           " ranks is planned (freezeframe plan shows each rank) but the engine does not run "
-           "its merge yet");
   const int t = spec.tp.world_size;
   const Communicator* comm = options.communicator;
+  const int dcp = spec.dcp.world_size;
+  const Communicator* dcp_comm = options.dcp_communicator;
+  FF_CHECK(dcp == 1 || dcp_comm != nullptr, E::kInvalidArgument, spec.where("dcp.world_size"), ": ",
+           dcp, " ranks need each rank's DCP communicator (EngineOptions::dcp_communicator)");
+  FF_CHECK(dcp_comm == nullptr || dcp_comm->world_size() == dcp, E::kInvalidArgument,
+           spec.where("dcp.world_size"), ": ", dcp, " ranks, but the DCP communicator's group has ",
+           dcp_comm == nullptr ? 0 : dcp_comm->world_size());
+  FF_CHECK(dcp_comm == nullptr || comm == nullptr || dcp_comm->rank() == comm->rank() % dcp,
+           E::kInvalidArgument, spec.where("dcp.world_size"), ": tensor-parallel rank ",
+           comm == nullptr ? 0 : comm->rank(), " is rank ",
+           comm == nullptr ? 0 : comm->rank() % dcp,
+           " of its DCP group, but its DCP communicator is rank ",
+           dcp_comm == nullptr ? 0 : dcp_comm->rank());
+  FF_CHECK(dcp == 1 || !spec.model.is_mla(), E::kUnsupported, spec.where("dcp.world_size"),
+           ": decode context parallelism of an MLA model waits for its tensor parallelism");
+  // Under DCP a step with prefill rows attends its context shard and its new tokens apart,
+  // which the engine does not run yet: decode steps only, eager or in full graphs.
+  const CudaGraphMode mode = spec.cuda_graphs.mode;
+  FF_CHECK(dcp == 1 || mode == CudaGraphMode::kNone || mode == CudaGraphMode::kFullDecodeOnly,
+           E::kUnsupported, spec.where("cuda_graphs.mode"), ": ", to_string(mode),
+           " captures steps with prefill rows, which decode context parallelism does not run "
+           "yet; use full_decode_only or none");
   FF_CHECK(t == 1 || comm != nullptr, E::kInvalidArgument, spec.where("tp.world_size"), ": ", t,
            " ranks need each rank's communicator (EngineOptions::communicator: a LocalGroup's "
            "rank, or an NcclCommunicator)");
@@ -104,7 +122,8 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
                                           std::move(backends));
   s.runner = std::make_unique<ModelRunner>(
       s.spec, s.geometry, s.program, s.views, s.arena, std::move(backend_of_layer),
-      std::move(s.options.user_pieces), s.options.sample_tokens, s.options.communicator);
+      std::move(s.options.user_pieces), s.options.sample_tokens, s.options.communicator,
+      s.options.dcp_communicator);
   s.logits = s.program.tensor_index("logits");
   s.sampled = s.program.tensor_index("sampled_token_ids");
 
@@ -165,7 +184,8 @@ StepResult Engine::step(const StepBatch& batch, const StepOptions& options) {
   State& s = *state_;
   const auto t0 = Clock::now();
   // Block ids are checked where the stager writes them (the rows that changed).
-  const StepShape shape = validate_step(batch, s.limits, /*check_block_ids=*/false);
+  const StepShape shape =
+      validate_step(batch, s.limits, s.geometry.dcp_sharding(), /*check_block_ids=*/false);
   FF_CHECK(batch.sampling.empty() || s.options.sample_tokens, E::kInvalidArgument,
            "the step carries sampling parameters but the engine does not sample "
            "(EngineOptions::sample_tokens is false)");
@@ -217,7 +237,8 @@ StepResult Engine::step(const StepBatch& batch, const StepOptions& options) {
 
 std::vector<OpTime> Engine::profile_ops(const StepBatch& batch) {
   State& s = *state_;
-  const StepShape shape = validate_step(batch, s.limits, /*check_block_ids=*/false);
+  const StepShape shape =
+      validate_step(batch, s.limits, s.geometry.dcp_sharding(), /*check_block_ids=*/false);
   const RunShape run{shape.num_tokens, shape.num_reqs};
   s.stage(batch, shape, run);
   const cudaStream_t stream = s.stream.get();

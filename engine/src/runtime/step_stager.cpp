@@ -15,6 +15,8 @@ StepStager::StepStager(StagingLayout layout, std::byte* device, const Deployment
     : layout_(std::move(layout)),
       device_(device),
       limits_(geometry.batch_limits()),
+      dcp_(geometry.dcp_sharding()),
+      dcp_rank_(geometry.rank.dcp_rank),
       backends_(std::move(backends)),
       image_(layout_.total_bytes),
       upload_(image_, device) {
@@ -44,7 +46,8 @@ void StepStager::stage(const StepBatch& batch, const StepShape& shape, int rows,
   in_flight_ = false;
   auto* image = static_cast<std::byte*>(image_.data());
 
-  step_metadata_.assign(batch, shape, limits_.block_size, rows, reqs);
+  // Under DCP: this rank's shard of each request (decode rows only; assign refuses others).
+  step_metadata_.assign(batch, shape, dcp_, dcp_rank_, rows, reqs);
   const CommonAttentionMetadata common = step_metadata_.common();
   // The table first: its block ids may be refused, and a refused step must leave the image
   // holding no more of itself than rows of valid ids.

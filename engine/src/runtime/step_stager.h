@@ -49,6 +49,8 @@ class StepStager {
   StagingLayout layout_;
   std::byte* device_;
   BatchLimits limits_;
+  DcpSharding dcp_;
+  int dcp_rank_ = 0;
   std::vector<const AttentionBackend*> backends_;
   std::vector<const StagingSlice*> plan_slices_;  // per backend; null when it plans nothing
   PinnedBuffer image_;

@@ -83,6 +83,11 @@ struct EngineOptions {
   /// of each step meet. Ranks sharing one GPU (a LocalGroup) each plan for the device_memory
   /// they are given: give each its share (a fractional cache.memory_budget is of that share).
   Communicator* communicator = nullptr;
+  /// With dcp.world_size D > 1: this rank's communicator in its DCP group, the D consecutive
+  /// tensor-parallel ranks tp_rank − tp_rank mod D ... (its rank is tp_rank mod D; with D = T
+  /// the tensor-parallel group itself may serve). Steps with prefill rows are refused under
+  /// DCP for now: decode steps run, eagerly and in full graphs.
+  Communicator* dcp_communicator = nullptr;
 };
 
 /// One captured batch descriptor.
