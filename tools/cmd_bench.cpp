@@ -22,6 +22,7 @@
 #include <barrier>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -499,6 +500,17 @@ int run_bench(Args args) {
   }
   common.require_spec();
   if (!prefill.empty() && !batches_given) batches.clear();
+  // Ranks in more than one group (DCP groups inside the tensor-parallel one) need every kernel
+  // loaded before any runs (LocalGroup's note), decided before CUDA starts: the spec is read
+  // here without a device (a spec that fails is reported below, after the GPU's check).
+  if (std::getenv("CUDA_MODULE_LOADING") == nullptr) {
+    try {
+      const EngineSpec peek = common.load();
+      const int t = peek.tp.world_size, d = peek.dcp.world_size;
+      if (d > 1 && d < t) setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+    } catch (const Error&) {
+    }
+  }
   // A GPU this build has no code for is refused before the spec, whose backends query the
   // device; the prefill shapes are checked against the spec's limits before any GPU work.
   if (has_gpu()) require_usable_gpu();

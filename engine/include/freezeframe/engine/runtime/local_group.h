@@ -9,6 +9,12 @@
 // addresses, and after, so no rank goes on before every rank's collective is in its stream
 // (the ranks share one CUDA context, where a kernel's first launch loads it and waits for the
 // device, which would wait forever behind a collective spinning for a rank not yet there).
+// That barrier covers one group's ranks only: where ranks belong to several groups (a DCP
+// group inside the tensor-parallel one), a rank of another group may load a kernel while this
+// group's collective spins for a rank whose launch that load holds up (measured: one run of
+// four ranks in DCP pairs stopped on the flags' 20-second limit). A process that runs ranks in
+// more than one group loads its kernels up front: CUDA_MODULE_LOADING=EAGER, set before its
+// first CUDA call (`freezeframe bench` does so for a spec of several ranks).
 // The kernel each rank enqueues reads and writes the other ranks' buffers directly (one GPU,
 // one address space) and waits for them through flags in device memory, each of its blocks
 // counting its collectives in a device counter, so a replayed graph runs them with no host
