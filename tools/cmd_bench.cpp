@@ -105,17 +105,18 @@ struct DecodeBatch {
   }
 };
 
-/// B prefill requests of N new tokens after `context` cached ones, on shuffled blocks (the
-/// shape checked against the limits first: check_prefill_shape).
+/// B prefill requests of N new tokens after `context` cached ones, on shuffled blocks of
+/// `block_positions` positions each (as DecodeBatch's; the shape checked against the limits
+/// first: check_prefill_shape).
 struct PrefillBatch {
   std::vector<std::vector<std::int32_t>> blocks;
   std::vector<std::int32_t> tokens;
   StepBatch batch;
 
   PrefillBatch(const PrefillShape& shape, int context, const DeploymentLimits& limits,
-               std::mt19937& rng) {
+               std::int64_t block_positions, std::mt19937& rng) {
     const int seq_len = context + shape.n;
-    const int per_request = (seq_len + limits.block_size - 1) / limits.block_size;
+    const auto per_request = static_cast<int>((seq_len + block_positions - 1) / block_positions);
     std::vector<std::int32_t> pool(limits.num_blocks);
     std::iota(pool.begin(), pool.end(), 0);
     std::shuffle(pool.begin(), pool.end(), rng);
@@ -311,7 +312,8 @@ Row time_decode(Engine& engine, int b, int context, int iterations, std::mt19937
 PrefillRow time_prefill(Engine& engine, const PrefillShape& shape, int context, int iterations,
                         std::mt19937& rng) {
   check_prefill_shape(shape, context, engine.limits(), engine.spec());
-  const PrefillBatch prefill(shape, context, engine.limits(), rng);
+  const PrefillBatch prefill(shape, context, engine.limits(),
+                             engine.geometry().dcp_sharding().virtual_block_size(), rng);
   PrefillRow row;
   row.shape = shape;
   const int tokens = shape.b * shape.n;
@@ -523,9 +525,6 @@ int run_bench(Args args) {
   options.device_memory = device_memory(common.device_bytes).bytes;
   options.sample_tokens = f.sample;
   const int ranks = spec.tp.world_size, dcp = spec.dcp.world_size;
-  FF_CHECK(dcp == 1 || prefill.empty(), ErrorCode::kUnsupported,
-           "--prefill: ", spec.where("dcp.world_size"), " is ", dcp,
-           ", and under decode context parallelism the engine runs decode steps only (for now)");
   if (ranks == 1) {
     Engine engine(std::move(spec), options);
     bench_engine(engine, batches, prefill, f, common.json_path, stdout);

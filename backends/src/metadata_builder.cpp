@@ -93,11 +93,24 @@ void validate_metadata(const CommonAttentionMetadata& c, const BatchLimits& limi
   }
   FF_CHECK(c.num_decodes >= 0 && c.num_decodes <= num_reqs, E::kInvalidArgument, "num_decodes ",
            c.num_decodes, " must be in [0, ", num_reqs, "]");
+  // Under DCP a request's keys are a shard, which may hold fewer than its new tokens.
+  const bool sharded = !c.dcp_context_lens.empty();
+  FF_CHECK(!sharded || static_cast<int>(c.dcp_context_lens.size()) >= num_reqs, E::kInvalidArgument,
+           "dcp_context_lens has ", c.dcp_context_lens.size(),
+           " entries, fewer than num_reqs = ", num_reqs);
   for (int r = 0; r < num_reqs; ++r) {
     const int query_len = c.query_start_loc[r + 1] - c.query_start_loc[r];
     FF_CHECK(query_len >= 0, E::kInvalidArgument, "query_start_loc decreases at request ", r);
-    FF_CHECK(c.seq_lens[r] >= query_len, E::kInvalidArgument, "request ", r, ": seq_len ",
-             c.seq_lens[r], " is shorter than its ", query_len, " new tokens");
+    if (sharded) {
+      FF_CHECK(c.dcp_context_lens[r] >= 0 && c.seq_lens[r] >= 0 &&
+                   c.seq_lens[r] <= std::int64_t(c.dcp_context_lens[r]) + query_len,
+               E::kInvalidArgument, "request ", r, ": a shard of ", c.seq_lens[r],
+               " keys of a sequence of ", std::int64_t(c.dcp_context_lens[r]) + query_len,
+               " (dcp_context_lens ", c.dcp_context_lens[r], " + ", query_len, " new tokens)");
+    } else {
+      FF_CHECK(c.seq_lens[r] >= query_len, E::kInvalidArgument, "request ", r, ": seq_len ",
+               c.seq_lens[r], " is shorter than its ", query_len, " new tokens");
+    }
     if (r < c.num_decodes) {
       FF_CHECK(query_len == 1, E::kInvalidArgument, "request ", r,
                " is counted as a decode but has ", query_len,

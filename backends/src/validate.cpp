@@ -43,6 +43,8 @@ void check_common_params(const AttentionBackend& backend, const AttentionParams&
 void check_dcp(const DcpGroup& dcp, bool can_return_lse, std::string_view backend) {
   FF_CHECK(dcp.world_size >= 1 && dcp.rank >= 0 && dcp.rank < dcp.world_size, E::kInvalidArgument,
            "DCP rank ", dcp.rank, " is not in a group of world size ", dcp.world_size);
+  FF_CHECK(dcp.interleave_size >= 1, E::kInvalidArgument, "DCP interleave size ",
+           dcp.interleave_size, " is not positive");
   FF_CHECK(dcp.world_size == 1 || can_return_lse, E::kUnsupported, "backend '", backend,
            "' cannot return LSE, so it cannot run with decode context parallelism (world size ",
            dcp.world_size, ")");

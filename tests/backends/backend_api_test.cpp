@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "freezeframe/backends/backend.h"
+#include "freezeframe/backends/metadata_builder.h"
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/core/error.h"
 
@@ -240,6 +241,48 @@ TEST(PagedDecodeBackend, DeclaresAHeadMajorCacheAndDecoderOnly) {
   // The prefill kernel's tile schedule is staged with every step.
   const BatchLimits limits{.max_num_reqs = 8, .max_num_tokens = 512};
   EXPECT_GT(b.plan_bytes(limits, DeviceProperties::h200()), 0u);
+}
+
+// Under decode context parallelism paged_decode attends prefill rows over a shard; its impls
+// refuse what needs a key's position (a window, ALiBi), and the metadata check takes a shard
+// shorter than the new tokens (even empty) but not one longer than the whole sequence.
+TEST(PagedDecodeBackend, AttendsPrefillRowsOverADcpShard) {
+  const AttentionBackend& b = find_backend("paged_decode");
+  EXPECT_TRUE(b.supports_dcp_prefill());
+  EXPECT_FALSE(find_backend("reference").supports_dcp_prefill());
+  AttentionParams p = llama_like();
+  const DcpGroup dcp{.world_size = 2, .rank = 1, .interleave_size = 16};
+  EXPECT_NO_THROW((void)b.make_impl(p, dcp));
+  p.sliding_window = 64;
+  EXPECT_EQ(error_of([&] { (void)b.make_impl(p, dcp); }).code(), ErrorCode::kUnsupported);
+  p = llama_like();
+  p.alibi_slopes.assign(p.num_heads, 0.5f);
+  EXPECT_EQ(error_of([&] { (void)b.make_impl(p, dcp); }).code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(error_of([&] {
+              (void)b.make_impl(llama_like(), DcpGroup{2, 1, 0});
+            }).code(),
+            ErrorCode::kInvalidArgument);
+
+  // A decode of a sequence of 1 (the shard empty) and 20 new tokens after 33 (15 held).
+  const std::vector<std::int32_t> qsl = {0, 1, 21}, table = {0, 1, 2, 3};
+  std::vector<std::int32_t> seq = {0, 15}, context = {0, 33};
+  CommonAttentionMetadata c;
+  c.query_start_loc = qsl;
+  c.seq_lens = seq;
+  c.block_table = table;
+  c.block_table_stride = 2;
+  c.num_tokens = 21;
+  c.num_decodes = 1;
+  c.dcp_context_lens = context;
+  const BatchLimits limits{
+      .max_num_reqs = 2, .max_num_tokens = 32, .max_blocks_per_req = 2, .block_size = 16};
+  EXPECT_NO_THROW(validate_metadata(c, limits));
+  seq[1] = 54;  // more keys than the 53 positions of the sequence
+  EXPECT_NE(error_of([&] { validate_metadata(c, limits); }).message().find("a shard of 54 keys"),
+            std::string::npos);
+  seq[1] = 15;
+  c.dcp_context_lens = {};  // without DCP the empty decode's seq_len is short of its token
+  EXPECT_EQ(error_of([&] { validate_metadata(c, limits); }).code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(ReferenceMlaBackend, RejectsBadParametersAndWeights) {

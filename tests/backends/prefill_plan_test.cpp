@@ -24,10 +24,12 @@ struct Plan {
 };
 
 Plan plan_of(const std::vector<std::int32_t>& query_start_loc,
-             const std::vector<std::int32_t>& seq_lens, int num_decodes, int num_tokens) {
+             const std::vector<std::int32_t>& seq_lens, int num_decodes, int num_tokens,
+             const std::vector<std::int32_t>& dcp_context_lens = {}) {
   CommonAttentionMetadata c;
   c.query_start_loc = query_start_loc;
   c.seq_lens = seq_lens;
+  c.dcp_context_lens = dcp_context_lens;
   c.num_decodes = num_decodes;
   c.num_tokens = num_tokens;
   // The limits of the largest such step: its request count and rows.
@@ -71,6 +73,28 @@ TEST(PrefillPlan, CoversEveryPrefillTokenOnceLongestFirst) {
   EXPECT_EQ(p.tiles[1].token_begin, 256);
   EXPECT_EQ(p.tiles[4].req, 4);
   EXPECT_EQ(p.tiles[4].token_begin, 128);
+  // Each tile carries its request's first new token's position: seq_len − new tokens.
+  for (const PlanTile& t : p.tiles) {
+    EXPECT_EQ(t.context, seq[t.req] - (qsl[t.req + 1] - qsl[t.req])) << "request " << t.req;
+  }
+}
+
+// Under DCP seq_lens count a rank's keys, and the positions come from the whole sequences.
+TEST(PrefillPlan, UnderDcpTilesCarryTheSequencePositions) {
+  // A decode, then 300 new tokens after 700 (the rank holds 500 of the 1000), 40 fresh (20).
+  const std::vector<std::int32_t> qsl = {0, 1, 301, 341};
+  const Plan p = plan_of(qsl, {25, 500, 20}, 1, 341, {48, 700, 0});
+  ASSERT_EQ(p.header.num_tiles, 4);
+  for (int i = 0; i < p.header.num_tiles; ++i) {
+    const PlanTile& t = p.tiles[i];
+    EXPECT_EQ(t.context, t.req == 1 ? 700 : 0) << "tile " << i;
+  }
+  EXPECT_EQ(p.tiles[4].req, 0);
+  EXPECT_EQ(p.tiles[4].context, 48);
+  // The order follows the positions: request 1's last tile (700 + 300) first, request 2 last.
+  EXPECT_EQ(p.tiles[0].req, 1);
+  EXPECT_EQ(p.tiles[0].token_begin, 256);
+  EXPECT_EQ(p.tiles[3].req, 2);
 }
 
 TEST(PrefillPlan, LargestStepFitsItsBytes) {

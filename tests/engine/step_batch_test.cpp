@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "freezeframe/backends/dcp_shard.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/runtime/step_batch.h"
 
@@ -228,12 +229,12 @@ TEST(StepBatch, EachDcpRankSeesItsShardOfADecodeStep) {
   }
 }
 
-// A mixed step under DCP, as each rank attends it in two parts: the shard of each request's
-// context (the positions before its new tokens, DcpKeys::kContext) and its new tokens whole in
-// a scratch cache (assign_new_tokens). Against brute force over every position: each context
-// position on exactly one rank, each owned new token's slot, and the scratch slots distinct,
-// in their request's consecutive blocks, within new_token_blocks.
-TEST(StepBatch, EachDcpRankSeesItsContextShardAndTheNewTokensWhole) {
+// A mixed step under DCP as each rank attends it: every row against the rank's shard of its
+// whole sequence, new tokens included, with each request's context length in the sequence for
+// the prefill rows' causal mask. Against brute force over every position: each position on
+// exactly one rank, each owned new token's slot, and the shard's keys a query at each new
+// position sees (dcp_shard_tokens of its position + 1) are the rank's positions up to it.
+TEST(StepBatch, EachDcpRankSeesItsShardOfTheWholeSequence) {
   std::mt19937 rng(11);
   for (const int world : {1, 2, 4}) {
     for (const int block : {1, 4, 16}) {
@@ -268,26 +269,34 @@ TEST(StepBatch, EachDcpRankSeesItsContextShardAndTheNewTokensWhole) {
         std::vector<std::vector<int>> owners(shape_of.size());
         for (int rank = 0; rank < world; ++rank) {
           StepMetadata m;
-          m.assign(batch, shape, dcp, rank, shape.num_tokens + 3, reqs + 1, DcpKeys::kContext);
+          m.assign(batch, shape, dcp, rank, shape.num_tokens + 3, reqs + 1);
+          const CommonAttentionMetadata common = m.common();
+          ASSERT_EQ(common.dcp_context_lens.size(), world > 1 ? std::size_t(reqs + 1) : 0u);
           int row = 0;
           for (int r = 0; r < reqs; ++r) {
             const auto [q, len] = shape_of[r];
             SCOPED_TRACE("D " + std::to_string(world) + ", I " + std::to_string(interleave) +
                          ", block " + std::to_string(block) + ", rank " + std::to_string(rank) +
                          ", request " + std::to_string(r));
-            owners[r].resize(static_cast<std::size_t>(len - q));
+            owners[r].resize(static_cast<std::size_t>(len));
             int held = 0;
             std::vector<std::int64_t> want(static_cast<std::size_t>(q), -1);
             for (int p = 0; p < len; ++p) {
               if ((p / interleave) % world != rank) continue;
-              if (p < len - q) ++owners[r][p];
+              ++owners[r][p];
               if (p >= len - q) {
                 want[p - (len - q)] = std::int64_t(tables[r][held / block]) * block + held % block;
               }
               ++held;
             }
-            ASSERT_EQ(m.seq_lens()[r],
-                      static_cast<int>(dcp_rank_tokens(len - q, world, interleave, rank)));
+            ASSERT_EQ(m.seq_lens()[r], held);
+            if (world > 1) ASSERT_EQ(common.dcp_context_lens[r], len - q);
+            // The keys a new token at position p sees on this rank: its positions ≤ p.
+            for (int p = len - q; p < len; ++p) {
+              int before = 0;
+              for (int k = 0; k <= p; ++k) before += (k / interleave) % world == rank ? 1 : 0;
+              ASSERT_EQ(dcp_shard_tokens(p + 1, world, interleave, rank), before) << p;
+            }
             for (int j = 0; j < q; ++j, ++row) ASSERT_EQ(m.slot_mapping()[row], want[j]) << j;
           }
           EXPECT_EQ(m.seq_lens()[reqs], 0) << "a padded request";
@@ -298,36 +307,13 @@ TEST(StepBatch, EachDcpRankSeesItsContextShardAndTheNewTokensWhole) {
         for (int r = 0; r < reqs; ++r) {
           for (std::size_t p = 0; p < owners[r].size(); ++p) ASSERT_EQ(owners[r][p], 1);
         }
-        // The new tokens, whole, in the scratch cache.
-        StepMetadata fresh;
-        fresh.assign_new_tokens(batch, shape, block, shape.num_tokens + 3, reqs + 1);
-        const std::int64_t capacity = StepMetadata::new_token_blocks(l) * block;
-        std::vector<int> used(static_cast<std::size_t>(capacity), 0);
-        int row = 0;
-        for (int r = 0; r < reqs; ++r) {
-          const int q = shape_of[r].first;
-          ASSERT_EQ(fresh.seq_lens()[r], q);
-          ASSERT_EQ(fresh.query_start_loc()[r + 1] - fresh.query_start_loc()[r], q);
-          const auto table = fresh.block_table_rows()[r];
-          ASSERT_EQ(static_cast<int>(table.size()), (q + block - 1) / block);
-          for (int j = 0; j < q; ++j, ++row) {
-            const std::int64_t slot = fresh.slot_mapping()[row];
-            ASSERT_EQ(slot, std::int64_t(table[j / block]) * block + j % block);
-            ASSERT_GE(slot, 0);
-            ASSERT_LT(slot, capacity);
-            ASSERT_EQ(used[static_cast<std::size_t>(slot)]++, 0) << "slot " << slot << " twice";
-          }
-        }
-        EXPECT_EQ(fresh.seq_lens()[reqs], 0);
-        EXPECT_EQ(fresh.slot_mapping()[shape.num_tokens], -1);
       }
     }
   }
 }
 
-// Under DCP a step's block tables count virtual blocks, a slot mapping is refused (each rank
-// derives its own), and a prefill row is refused by the rank's whole-shard view (its context
-// and its new tokens are attended apart).
+// Under DCP a step's block tables count virtual blocks and a slot mapping is refused (each
+// rank derives its own).
 TEST(StepBatch, DcpStepsAreCheckedInVirtualBlocks) {
   const DcpSharding dcp{4, 2, 16};
   DeploymentLimits l = limits();
@@ -350,16 +336,6 @@ TEST(StepBatch, DcpStepsAreCheckedInVirtualBlocks) {
   const std::vector<std::int64_t> slots = {5};
   b.slot_mapping = slots;
   EXPECT_THROW((void)validate_step(b, l, dcp), Error);
-  b.slot_mapping = {};
-  b.requests = {{4, 64, one}};
-  const StepShape prefill = validate_step(b, l, dcp);
-  StepMetadata meta;
-  try {
-    meta.assign(b, prefill, dcp, 0, 4, 1);
-    ADD_FAILURE() << "a prefill row was sharded";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
-  }
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ void check_16_byte_rows(const TensorView& t, std::string_view what, int dims) {
 class PagedDecodeImpl final : public AttentionImpl {
  public:
   PagedDecodeImpl(const AttentionParams& params, DcpGroup dcp)
-      : AttentionImpl(params, dcp), decode_(params), prefill_(params) {}
+      : AttentionImpl(params, dcp), decode_(params), prefill_(params, dcp) {}
 
   bool can_return_lse_for_decode() const override { return true; }
   bool fused_output_quant_supported(const QuantKey&) const override { return false; }
@@ -135,6 +135,7 @@ class PagedDecodeBackend final : public AttentionBackend {
   std::string_view name() const override { return "paged_decode"; }
   bool is_mla() const override { return false; }
   GraphSupport graph_support() const override { return GraphSupport::kAlways; }
+  bool supports_dcp_prefill() const override { return true; }
   bool accept_output_buffer() const override { return true; }
   bool supports_quant_query_input() const override { return false; }
   std::span<const int> supported_head_sizes() const override { return kernels::kHeadSizes; }
@@ -167,6 +168,11 @@ class PagedDecodeBackend final : public AttentionBackend {
                "encoder_decoder (cross) attention supports neither alibi_slopes nor "
                "sliding_window: key positions are the encoder's, not the query's");
     }
+    // Under DCP a key's index in the shard is not its position: a window or ALiBi bias would
+    // need the position (the spec refuses them too).
+    FF_CHECK(dcp.world_size == 1 || (p.alibi_slopes.empty() && !p.sliding_window), E::kUnsupported,
+             "backend 'paged_decode' under decode context parallelism (", dcp.world_size,
+             " ranks) supports neither alibi_slopes nor sliding_window");
     for (const auto& why :
          {DecodePolicy::cannot_implement(p), PrefillPolicy::cannot_implement(p)}) {
       FF_CHECK(!why, E::kUnsupported, "backend 'paged_decode': ", why.value_or(""));

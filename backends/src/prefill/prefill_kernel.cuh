@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "freezeframe/backends/dcp_shard.h"
 #include "freezeframe/core/convert.cuh"
 #include "kernels/mma.cuh"
 #include "prefill/prefill_params.h"
@@ -136,14 +137,19 @@ __global__ void __launch_bounds__(kThreads)
     const int head0 = head_group << hp_shift;
     const int kv_head = head0 / group_size;
 
-    // The keys a query at new token `tok` sees: [first, last].
-    const int context = kv_len - q_len;
+    // The keys a query at new token `tok` (position context + tok) sees: [first, last]; under
+    // DCP the first keys of the rank's shard that precede it.
+    const int context = tile.context;
     auto first_key = [&](int tok) {
       return p.sliding_window > 0 ? max(0, context + tok - p.sliding_window + 1) : 0;
     };
     auto last_key = [&](int tok) {
       const int pos = context + tok;
-      if (p.causal) return pos;
+      if (p.causal) {
+        return p.dcp_world > 1
+                   ? dcp_shard_tokens(pos + 1, p.dcp_world, p.dcp_interleave, p.dcp_rank) - 1
+                   : pos;
+      }
       return p.sliding_window > 0 ? min(kv_len - 1, pos + p.sliding_window - 1) : kv_len - 1;
     };
     const int kv_begin = first_key(tok0) / kBlockN * kBlockN;

@@ -27,9 +27,12 @@ struct PlanHeader {
 
 /// kPlanTileTokens new tokens of request `req` from its new token `token_begin`; the plan lists
 /// them longest work first (LPT), so the persistent CTAs that take them in turn finish together.
+/// `context`: the position of the request's first new token in its sequence (under DCP the
+/// keys are a shard, whose length does not tell it).
 struct PlanTile {
   std::int32_t req = 0;
   std::int32_t token_begin = 0;
+  std::int32_t context = 0;
 };
 
 struct PrefillParams {
@@ -58,6 +61,9 @@ struct PrefillParams {
   float v_scale = 1.0f;
   float softcap = 0.0f;
   int sliding_window = 0;
+  // Decode context parallelism: the keys are this rank's shard of each sequence, and a query
+  // at position pos sees its first dcp_shard_tokens(pos + 1, ...) (no window or ALiBi then).
+  int dcp_world = 1, dcp_interleave = 1, dcp_rank = 0;
   bool causal = true;
   bool single_token_rows = false;  // attend single-token requests too (no decode kernel does)
   bool use_alibi = false;

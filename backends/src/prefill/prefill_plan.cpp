@@ -42,18 +42,26 @@ void write_plan(const CommonAttentionMetadata& common, std::span<std::byte> slic
   header.padding_end = common.num_tokens;
   std::memcpy(slice.data(), &header, sizeof header);
   auto* tiles = reinterpret_cast<PlanTile*>(slice.data() + sizeof header);
+  // A request's first new token's position: under DCP given, else what its keys imply.
+  const bool sharded = !common.dcp_context_lens.empty();
+  FF_CHECK(!sharded || common.dcp_context_lens.size() >= std::size_t(num_reqs),
+           ErrorCode::kInternal, "the step's DCP context lengths cover ",
+           common.dcp_context_lens.size(), " of its ", num_reqs, " requests");
+  auto context = [&](int r) {
+    return sharded ? common.dcp_context_lens[r] : common.seq_lens[r] - new_tokens(r);
+  };
   std::size_t m = 0, s = multi;
   for (int r = 0; r < num_reqs; ++r) {
     const int q = new_tokens(r);
-    if (q == 1) tiles[s++] = {r, 0};
-    for (int t = 0; q >= 2 && t < q; t += kPlanTileTokens) tiles[m++] = {r, t};
+    if (q == 1) tiles[s++] = {r, 0, context(r)};
+    for (int t = 0; q >= 2 && t < q; t += kPlanTileTokens) tiles[m++] = {r, t, context(r)};
   }
-  // Longest work first (key visits of a tile's last token: its context plus its position);
-  // ties in request and token order, so equal steps give equal plans.
+  // Longest work first (key visits of a tile's last token: its position, plus one; under DCP
+  // about a rank's share of that, the same order); ties in request and token order, so equal
+  // steps give equal plans.
   auto work = [&](const PlanTile& tile) {
-    const int q = new_tokens(tile.req);
-    return std::int64_t(common.seq_lens[tile.req] - q) +
-           std::min(q, tile.token_begin + kPlanTileTokens);
+    return std::int64_t(tile.context) +
+           std::min(new_tokens(tile.req), tile.token_begin + kPlanTileTokens);
   };
   std::sort(tiles, tiles + multi, [&](const PlanTile& a, const PlanTile& b) {
     const std::int64_t wa = work(a), wb = work(b);

@@ -40,8 +40,9 @@ void PrefillPolicy::plan(const CommonAttentionMetadata& common, std::span<std::b
   prefill::write_plan(common, slice);
 }
 
-PrefillPolicy::PrefillPolicy(const AttentionParams& params)
+PrefillPolicy::PrefillPolicy(const AttentionParams& params, DcpGroup dcp)
     : params_(params),
+      dcp_(dcp),
       heads_per_tile_(prefill::heads_per_tile(params.num_heads / params.num_kv_heads)),
       choice_(prefill_kernel_choice_from_environment()) {
   if (has_gpu()) {
@@ -103,6 +104,9 @@ void PrefillPolicy::run(const AttentionCall& call, bool single_token_rows,
   f.v_scale = fp8 ? call.layer->v_scale : 1.0f;
   f.softcap = p.logits_soft_cap;
   f.sliding_window = p.sliding_window.value_or(0);
+  f.dcp_world = dcp_.world_size;
+  f.dcp_interleave = dcp_.interleave_size;
+  f.dcp_rank = dcp_.rank;
   f.causal = call.causal;
   f.single_token_rows = single_token_rows;
   f.use_alibi = !p.alibi_slopes.empty();

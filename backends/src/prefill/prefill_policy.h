@@ -29,8 +29,10 @@ class PrefillPolicy {
   [[nodiscard]] static std::size_t plan_bytes(const BatchLimits& limits);
   static void plan(const CommonAttentionMetadata& common, std::span<std::byte> slice);
 
-  /// Reads the kernel's occupancy on the current GPU, if there is one.
-  explicit PrefillPolicy(const AttentionParams& params);
+  /// Reads the kernel's occupancy on the current GPU, if there is one. Under DCP (`dcp` of
+  /// more than one rank) the keys are the rank's shard and prefill rows are masked by their
+  /// positions in the sequence (the plan's tiles carry them).
+  explicit PrefillPolicy(const AttentionParams& params, DcpGroup dcp = {});
 
   /// Attends every row of `call` but those of single-token requests when `single_token_rows`
   /// is false (a decode policy has them), and zeroes the padding rows.
@@ -38,6 +40,7 @@ class PrefillPolicy {
 
  private:
   AttentionParams params_;
+  DcpGroup dcp_;
   int heads_per_tile_;
   PrefillKernelChoice choice_;
   int resident_ctas_ = 1;       // the persistent grid: resident CTAs × SMs (mma.sync kernel)

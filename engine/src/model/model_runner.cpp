@@ -89,7 +89,7 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
                                    ? arena.view("attention_workspace", DType::kU8,
                                                 {arena.plan().region("attention_workspace").bytes})
                                    : TensorView();
-  const DcpGroup dcp{geometry.rank.dcp_size, geometry.rank.dcp_rank};
+  const DcpGroup dcp{geometry.rank.dcp_size, geometry.rank.dcp_rank, geometry.rank.dcp_interleave};
   for (int l = 0; l < model.num_layers; ++l) {
     auto layer = std::make_unique<Layer>();
     const LayerSpec& layer_spec = model.layers[l];

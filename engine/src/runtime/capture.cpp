@@ -138,9 +138,10 @@ void Engine::State::capture_all() {
     // needs), and the largest uniform-decode key once (the decode-only paths), so every kernel
     // is loaded and the libraries' lazy state settled before anything is recorded. One layer
     // of each kind runs (warm_up_ops): the others launch the same kernels on the same shapes.
-    // (Under DCP only decode steps run: no prefill chunks.)
+    // (Under DCP with a backend that cannot attend prefill rows over a shard, only decode
+    // steps run: no prefill chunks.)
     const std::span<const int> sizes = dispatcher.capture_sizes();
-    if (geometry.rank.dcp_size == 1) {
+    if (dcp_prefill) {
       for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) warm_up({*it, 0, false});
     }
     for (const auto& job : jobs) {

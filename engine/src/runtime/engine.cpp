@@ -22,6 +22,24 @@ namespace {
 
 using E = ErrorCode;
 
+/// The first backend of the spec's layers that cannot attend prefill rows over a DCP shard
+/// (AttentionBackend::supports_dcp_prefill), or nothing when they all can.
+std::string_view dcp_prefill_missing(const EngineSpec& spec) {
+  for (const LayerSpec& layer : spec.model.layers) {
+    if (!spec.registry->get(layer.backend).supports_dcp_prefill()) return layer.backend;
+  }
+  return {};
+}
+
+/// Under DCP, a step with prefill rows where a backend cannot attend them over a shard.
+void check_dcp_rows(const EngineSpec& spec, const DeploymentGeometry& geometry, bool dcp_prefill,
+                    const StepShape& shape) {
+  FF_CHECK(geometry.rank.dcp_size == 1 || dcp_prefill || shape.num_decodes == shape.num_reqs,
+           E::kUnsupported, "the step has prefill rows, which backend '", dcp_prefill_missing(spec),
+           "' does not attend under decode context parallelism (", geometry.rank.dcp_size,
+           " ranks): decode steps only");
+}
+
 /// The spec asks for things the engine does not run: refuse before allocating anything.
 void check_supported(const EngineSpec& spec, const EngineOptions& options) {
   const int t = spec.tp.world_size;
@@ -41,13 +59,15 @@ void check_supported(const EngineSpec& spec, const EngineOptions& options) {
            dcp_comm == nullptr ? 0 : dcp_comm->rank());
   FF_CHECK(dcp == 1 || !spec.model.is_mla(), E::kUnsupported, spec.where("dcp.world_size"),
            ": decode context parallelism of an MLA model waits for its tensor parallelism");
-  // Under DCP a step with prefill rows attends its context shard and its new tokens apart,
-  // which the engine does not run yet: decode steps only, eager or in full graphs.
+  // Under DCP a backend that cannot mask prefill rows over a shard runs decode steps only:
+  // graph modes that capture steps with prefill rows are refused with it.
   const CudaGraphMode mode = spec.cuda_graphs.mode;
-  FF_CHECK(dcp == 1 || mode == CudaGraphMode::kNone || mode == CudaGraphMode::kFullDecodeOnly,
+  const std::string_view without = dcp_prefill_missing(spec);
+  FF_CHECK(dcp == 1 || without.empty() || mode == CudaGraphMode::kNone ||
+               mode == CudaGraphMode::kFullDecodeOnly,
            E::kUnsupported, spec.where("cuda_graphs.mode"), ": ", to_string(mode),
-           " captures steps with prefill rows, which decode context parallelism does not run "
-           "yet; use full_decode_only or none");
+           " captures steps with prefill rows, which backend '", without,
+           "' does not attend under decode context parallelism; use full_decode_only or none");
   FF_CHECK(t == 1 || comm != nullptr, E::kInvalidArgument, spec.where("tp.world_size"), ": ", t,
            " ranks need each rank's communicator (EngineOptions::communicator: a LocalGroup's "
            "rank, or an NcclCommunicator)");
@@ -102,6 +122,7 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
   state_ = std::make_unique<State>(std::move(spec), std::move(options), device_memory);
   State& s = *state_;
   const cudaStream_t stream = s.stream.get();
+  s.dcp_prefill = s.geometry.rank.dcp_size == 1 || dcp_prefill_missing(s.spec).empty();
 
   // The model's backends, in order of first use; each layer's attention reads its backend's
   // metadata of the staged step.
@@ -186,6 +207,7 @@ StepResult Engine::step(const StepBatch& batch, const StepOptions& options) {
   // Block ids are checked where the stager writes them (the rows that changed).
   const StepShape shape =
       validate_step(batch, s.limits, s.geometry.dcp_sharding(), /*check_block_ids=*/false);
+  check_dcp_rows(s.spec, s.geometry, s.dcp_prefill, shape);
   FF_CHECK(batch.sampling.empty() || s.options.sample_tokens, E::kInvalidArgument,
            "the step carries sampling parameters but the engine does not sample "
            "(EngineOptions::sample_tokens is false)");
@@ -239,6 +261,7 @@ std::vector<OpTime> Engine::profile_ops(const StepBatch& batch) {
   State& s = *state_;
   const StepShape shape =
       validate_step(batch, s.limits, s.geometry.dcp_sharding(), /*check_block_ids=*/false);
+  check_dcp_rows(s.spec, s.geometry, s.dcp_prefill, shape);
   const RunShape run{shape.num_tokens, shape.num_reqs};
   s.stage(batch, shape, run);
   const cudaStream_t stream = s.stream.get();

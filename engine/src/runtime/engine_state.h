@@ -49,6 +49,8 @@ struct Engine::State {
   Stream stream;
   DeploymentGeometry geometry;
   const DeploymentLimits& limits;
+  /// Every layer's backend attends prefill rows over a DCP shard (or there is no DCP).
+  bool dcp_prefill = true;
   std::unique_ptr<ModelRunner> runner;
   Dispatcher dispatcher;
   CaptureReport report;

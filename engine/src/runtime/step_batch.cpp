@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cfloat>
 #include <cstdint>
-#include <numeric>
 #include <string>
 
 #include "freezeframe/core/block_size.h"
@@ -130,15 +129,10 @@ void StepMetadata::assign(const StepBatch& batch, const StepShape& shape, int bl
 }
 
 void StepMetadata::assign(const StepBatch& batch, const StepShape& shape, const DcpSharding& dcp,
-                          int dcp_rank, int padded_tokens, int padded_reqs, DcpKeys keys) {
+                          int dcp_rank, int padded_tokens, int padded_reqs) {
   const int num_reqs = shape.num_reqs;
   FF_CHECK(dcp_rank >= 0 && dcp_rank < dcp.world, E::kInvalidArgument, "DCP rank ", dcp_rank,
            " of ", dcp.world);
-  FF_CHECK(dcp.world == 1 || keys == DcpKeys::kContext || shape.num_decodes == num_reqs,
-           E::kUnsupported, "a step with prefill rows under decode context parallelism (",
-           dcp.world,
-           " ranks) attends its context shard and its new tokens apart (DcpKeys::kContext and "
-           "assign_new_tokens), not its whole shard");
   FF_CHECK(padded_tokens >= shape.num_tokens && padded_reqs >= num_reqs, E::kInvalidArgument,
            "cannot pad a step of ", shape.num_tokens, " tokens and ", num_reqs, " requests to ",
            padded_tokens, " tokens and ", padded_reqs, " requests");
@@ -148,12 +142,13 @@ void StepMetadata::assign(const StepBatch& batch, const StepShape& shape, const 
     stride = std::max(stride, static_cast<int>((r.seq_len + virtual_block - 1) / virtual_block));
   }
   reset(shape, stride, padded_tokens, padded_reqs);
+  if (dcp.world > 1) dcp_context_lens_.assign(padded_reqs, 0);
   int row = 0;
   for (int i = 0; i < num_reqs; ++i) {
     const StepRequest& r = batch.requests[i];
-    const std::int64_t keys_end = keys == DcpKeys::kAll ? r.seq_len : r.seq_len - r.query_len;
     seq_lens_[i] =
-        static_cast<std::int32_t>(dcp_rank_tokens(keys_end, dcp.world, dcp.interleave, dcp_rank));
+        static_cast<std::int32_t>(dcp_rank_tokens(r.seq_len, dcp.world, dcp.interleave, dcp_rank));
+    if (dcp.world > 1) dcp_context_lens_[i] = r.seq_len - r.query_len;
     query_start_loc_[i + 1] = query_start_loc_[i] + r.query_len;
     rows_[i] = r.block_ids;
     for (std::int32_t pos = r.seq_len - r.query_len; pos < r.seq_len; ++pos, ++row) {
@@ -172,6 +167,7 @@ void StepMetadata::reset(const StepShape& shape, int stride, int padded_tokens, 
   seq_lens_.assign(padded_reqs, 0);
   rows_.assign(padded_reqs, {});
   slot_mapping_.assign(padded_tokens, -1);
+  dcp_context_lens_.clear();
 }
 
 void StepMetadata::pad_requests(int num_reqs) {
@@ -179,43 +175,6 @@ void StepMetadata::pad_requests(int num_reqs) {
   for (std::size_t i = num_reqs; i + 1 < query_start_loc_.size(); ++i) {
     query_start_loc_[i + 1] = query_start_loc_[i];
   }
-}
-
-std::int64_t StepMetadata::new_token_blocks(const DeploymentLimits& limits) {
-  // Σ ⌈q_i / b⌉ ≤ Σ (q_i / b + 1) ≤ tokens / b + requests.
-  return limits.max_num_batched_tokens / limits.block_size + limits.max_num_seqs;
-}
-
-void StepMetadata::assign_new_tokens(const StepBatch& batch, const StepShape& shape, int block_size,
-                                     int padded_tokens, int padded_reqs) {
-  const int num_reqs = shape.num_reqs;
-  FF_CHECK(block_size >= 1 && padded_tokens >= shape.num_tokens && padded_reqs >= num_reqs,
-           E::kInvalidArgument, "cannot pad a step of ", shape.num_tokens, " tokens and ", num_reqs,
-           " requests to ", padded_tokens, " tokens and ", padded_reqs, " requests (blocks of ",
-           block_size, ")");
-  int blocks = 0, stride = 1;
-  for (int i = 0; i < num_reqs; ++i) {
-    const int need = (batch.requests[i].query_len + block_size - 1) / block_size;
-    blocks += need;
-    stride = std::max(stride, need);
-  }
-  // Every id first, then the spans into them (the vector does not move after).
-  scratch_ids_.resize(static_cast<std::size_t>(blocks));
-  std::iota(scratch_ids_.begin(), scratch_ids_.end(), 0);
-  reset(shape, stride, padded_tokens, padded_reqs);
-  int row = 0, first_block = 0;
-  for (int i = 0; i < num_reqs; ++i) {
-    const std::int32_t q = batch.requests[i].query_len;
-    const int need = (q + block_size - 1) / block_size;
-    seq_lens_[i] = q;
-    query_start_loc_[i + 1] = query_start_loc_[i] + q;
-    rows_[i] = std::span<const std::int32_t>(scratch_ids_).subspan(first_block, need);
-    for (std::int32_t j = 0; j < q; ++j, ++row) {
-      slot_mapping_[row] = std::int64_t(first_block) * block_size + j;
-    }
-    first_block += need;
-  }
-  pad_requests(num_reqs);
 }
 
 CommonAttentionMetadata StepMetadata::common() const {
@@ -227,6 +186,7 @@ CommonAttentionMetadata StepMetadata::common() const {
   m.slot_mapping = slot_mapping_;
   m.num_tokens = num_tokens_;
   m.num_decodes = num_decodes_;
+  m.dcp_context_lens = dcp_context_lens_;
   return m;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "freezeframe/backends/dcp_shard.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/engine/spec/tensor_parallel.h"
@@ -9,10 +10,7 @@
 namespace freezeframe {
 
 std::int64_t dcp_rank_tokens(std::int64_t length, int world_size, int interleave_size, int rank) {
-  const std::int64_t w = world_size, i = interleave_size;
-  const std::int64_t base = (length / (i * w)) * i;
-  const std::int64_t rem = length - base * w;
-  return base + std::clamp<std::int64_t>(rem - rank * i, 0, i);
+  return dcp_shard_tokens<std::int64_t>(length, world_size, interleave_size, rank);
 }
 
 DeploymentGeometry DeploymentGeometry::of(const EngineSpec& spec, int tp_rank, int dcp_rank) {

@@ -166,7 +166,7 @@ void SpecParser::check_layer(int l, const std::string& path) {
   if (model.is_mla()) return;  // MLA impls need weights to be built; checked above
   const AttentionParams params = attention_params(spec_, l);
   try {
-    (void)backend.make_impl(params, DcpGroup{spec_.dcp.world_size, 0});
+    (void)backend.make_impl(params, DcpGroup{spec_.dcp.world_size, 0, spec_.dcp.interleave_size});
   } catch (const Error& e) {
     layer_problem(path, l, "backend '" + layer.backend + "' refuses this layer: " + e.message());
   }

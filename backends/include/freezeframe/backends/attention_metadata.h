@@ -24,6 +24,12 @@ struct CommonAttentionMetadata {
   std::span<const std::int64_t> slot_mapping;  ///< [rows of K/V written] cache slot; −1 skips
   int num_tokens = 0;   ///< query rows, padding included (≥ query_start_loc.back())
   int num_decodes = 0;  ///< leading requests with exactly one new token
+  /// Under decode context parallelism, where seq_lens count this rank's keys only (a shard,
+  /// which may hold fewer keys than the request's new tokens, or none): each request's tokens
+  /// before its new ones in the whole sequence, the position of its first new token, which a
+  /// prefill row's causal mask over the shard needs (dcp_shard.h). Given under DCP; empty
+  /// without it (the position is then seq_len − new tokens).
+  std::span<const std::int32_t> dcp_context_lens;
 };
 
 /// Sizes the persistent device buffers are made for (the largest shape a step may have).

@@ -40,10 +40,12 @@ struct MlaParams {
   [[nodiscard]] int latent_size() const { return kv_lora_rank + qk_rope_head_dim; }
 };
 
-/// Decode context parallelism: this impl's rank within its DCP group.
+/// Decode context parallelism: this impl's rank within its DCP group, whose ranks hold each
+/// sequence's keys `interleave_size` tokens a rank in turn (dcp_shard.h).
 struct DcpGroup {
   int world_size = 1;
   int rank = 0;
+  int interleave_size = 1;
 };
 
 /// Identifies an output quantisation the layer wants fused into attention.

@@ -58,6 +58,11 @@ class AttentionBackend {
   virtual void plan(const CommonAttentionMetadata& common, std::span<std::byte> slice) const;
   /// The full-graph support level of this backend's builder.
   [[nodiscard]] virtual GraphSupport graph_support() const = 0;
+  /// Under decode context parallelism, whether an impl attends prefill rows over the rank's
+  /// shard, each row masked by its position in the sequence (CommonAttentionMetadata::
+  /// dcp_context_lens, through the plan hook). Decode rows need nothing of the kind. Default:
+  /// no (an engine then runs decode steps only under DCP).
+  [[nodiscard]] virtual bool supports_dcp_prefill() const { return false; }
 
   /// Logical KV-cache shape for `num_blocks` blocks (MLA: num_kv_heads is 1 and head_size
   /// is the latent width).

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 
+#include "freezeframe/backends/dcp_shard.h"
 #include "freezeframe/core/convert.cuh"
 #include "kernels/mma.cuh"
 #include "kernels/sm90.cuh"
@@ -134,9 +135,13 @@ __global__ void __launch_bounds__(384, 1)
   auto first_key = [&](const Work& w, int tok) {
     return p.sliding_window > 0 ? max(0, w.context + tok - p.sliding_window + 1) : 0;
   };
-  auto last_key = [&](const Work& w, int tok) {
+  auto last_key = [&](const Work& w, int tok) {  // under DCP: of the rank's shard
     const int pos = w.context + tok;
-    if (p.causal) return pos;
+    if (p.causal) {
+      return p.dcp_world > 1
+                 ? dcp_shard_tokens(pos + 1, p.dcp_world, p.dcp_interleave, p.dcp_rank) - 1
+                 : pos;
+    }
     return p.sliding_window > 0 ? min(w.kv_len - 1, pos + p.sliding_window - 1) : w.kv_len - 1;
   };
   auto work_of = [&](int item, Work& w) {  // false: an empty CTA tile (past the tokens)
@@ -150,7 +155,7 @@ __global__ void __launch_bounds__(384, 1)
     if (w.tok0 >= w.q_len) return false;
     w.tok_end = min(w.q_len, w.tok0 + tile_tokens);
     w.kv_len = p.seq_lens[w.req];
-    w.context = w.kv_len - w.q_len;
+    w.context = tile.context;  // the position of the request's first new token
     w.head0 = head_group << hp_shift;
     w.kv_head = w.head0 / group_size;
     w.kv_begin = first_key(w, w.tok0) / kBlockN * kBlockN;

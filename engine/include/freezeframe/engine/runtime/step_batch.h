@@ -59,18 +59,6 @@ struct StepShape {
 [[nodiscard]] StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
                                       const DcpSharding& dcp, bool check_block_ids = true);
 
-/// Which keys a DCP rank's view of a step attends (StepMetadata::assign).
-enum class DcpKeys {
-  /// Each request's whole shard, its new tokens included (written first by the rank that
-  /// holds each): decode rows only, as a prefill chunk's new tokens attend each other, which
-  /// a shard does not see.
-  kAll,
-  /// The shard of the positions before each request's new tokens, all of which every new token
-  /// sees (attended without a causal mask, as an encoder-decoder layer attends); the new tokens
-  /// attend each other apart (assign_new_tokens) and the two results are merged by their LSE.
-  kContext,
-};
-
 /// Host metadata of a validated step (`shape` is what validate_step said of it), padded to
 /// `padded_tokens` rows and `padded_reqs` requests (see Note [Padding a step]); its spans stay
 /// valid while it and the batch live. The block table is the batch's own per-request lists,
@@ -86,25 +74,15 @@ class StepMetadata {
   void assign(const StepBatch& batch, const StepShape& shape, int block_size, int padded_tokens,
               int padded_reqs);
   /// The step as DCP rank `dcp_rank` of `dcp` attends it (validate_step with `dcp` said the
-  /// shape): every query, each request's sequence length the positions this rank holds
-  /// (its shard: the attention's partial output and LSE are merged across ranks), the virtual
-  /// block tables as given (each rank keeps the same ids in its own pool, where its positions
-  /// of a virtual block fill the block of that id in order), and a new token's slot on this
-  /// rank or −1 where another rank holds it. With DcpKeys::kAll (decode rows only when
-  /// dcp.world > 1) a request's shard holds its new token; with kContext only the positions
-  /// before its new tokens.
+  /// shape): every query, each request's sequence length the positions this rank holds (its
+  /// shard, new tokens included: the attention's partial output and LSE are merged across
+  /// ranks), the virtual block tables as given (each rank keeps the same ids in its own pool,
+  /// where its positions of a virtual block fill the block of that id in order), a new token's
+  /// slot on this rank or −1 where another rank holds it, and (dcp.world > 1) each request's
+  /// context length in the whole sequence, by which a prefill row's causal mask finds the
+  /// shard's keys before it (CommonAttentionMetadata::dcp_context_lens).
   void assign(const StepBatch& batch, const StepShape& shape, const DcpSharding& dcp, int dcp_rank,
-              int padded_tokens, int padded_reqs, DcpKeys keys = DcpKeys::kAll);
-  /// The step's new tokens as sequences of their own, each request's written to consecutive
-  /// blocks of a scratch cache of new_token_blocks(…) blocks (from block 0, request by
-  /// request) and attended causally there: seq_len = query_len, the slot of a request's j-th
-  /// new token is block (its first + j div block_size), offset j mod block_size. What a DCP
-  /// rank adds to the context it attends (DcpKeys::kContext): every rank of a DCP group holds
-  /// the same KV heads, so each attends the new tokens whole.
-  void assign_new_tokens(const StepBatch& batch, const StepShape& shape, int block_size,
-                         int padded_tokens, int padded_reqs);
-  /// Blocks of the scratch cache assign_new_tokens fills: enough for any step within `limits`.
-  [[nodiscard]] static std::int64_t new_token_blocks(const DeploymentLimits& limits);
+              int padded_tokens, int padded_reqs);
 
   [[nodiscard]] CommonAttentionMetadata common() const;
   [[nodiscard]] std::span<const std::int32_t> query_start_loc() const { return query_start_loc_; }
@@ -121,9 +99,9 @@ class StepMetadata {
   void pad_requests(int num_reqs);
 
   std::vector<std::int32_t> query_start_loc_, seq_lens_;
+  std::vector<std::int32_t> dcp_context_lens_;  // under DCP only
   std::vector<std::span<const std::int32_t>> rows_;
   std::vector<std::int64_t> slot_mapping_;
-  std::vector<std::int32_t> scratch_ids_;  // assign_new_tokens' block ids, 0, 1, 2, ...
   int block_table_stride_ = 0;
   int num_tokens_ = 0;
   int num_decodes_ = 0;
