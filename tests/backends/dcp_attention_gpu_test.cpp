@@ -197,9 +197,9 @@ TEST_P(DcpAttention, MergedShardsMatchTheWholeSequences) {
     layer.workspace = TensorView(workspace.data(), DType::kU8,
                                  {static_cast<std::int64_t>(workspace.bytes())}, Device::cuda());
     const AttentionMetadata& md = builder->build(common, stream.get());
-    impl->forward(layer, q.view, k.view, v.view, cache_of(b.num_blocks, kv.buffer.data(),
-                                                          Device::cuda()),
-                  md, out.view, stream.get(), lse.view);
+    impl->forward(layer, q.view, k.view, v.view,
+                  cache_of(b.num_blocks, kv.buffer.data(), Device::cuda()), md, out.view,
+                  stream.get(), lse.view);
     stream.synchronize();
     download(out.view, out_host);
     download(lse.view, lse_host);
@@ -242,9 +242,8 @@ std::vector<Case> cases() {
     out.push_back({.name = hopper ? "d2_i16_sm90" : "d2_i16_mma_sync",
                    .interleave = 16,
                    .prefill_kernel = kernel});
-    out.push_back({.name = hopper ? "d4_i1_sm90" : "d4_i1_mma_sync",
-                   .world = 4,
-                   .prefill_kernel = kernel});
+    out.push_back(
+        {.name = hopper ? "d4_i1_sm90" : "d4_i1_mma_sync", .world = 4, .prefill_kernel = kernel});
     out.push_back({.name = hopper ? "d4_i16_block64_d64_sm90" : "d4_i16_block64_d64_mma_sync",
                    .world = 4,
                    .interleave = 16,
