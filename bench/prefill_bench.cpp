@@ -134,6 +134,8 @@ std::vector<Config> configs() {
   // headline rows again with 128-token blocks.
   out.push_back({"causal", 1, 16384, 0, 32, 8, 128, 0, 0, 128});
   out.push_back({"causal", 4, 4096, 0, 32, 8, 128, 0, 0, 128});
+  out.push_back({"causal", 8, 2048, 0, 32, 8, 128, 0, 0, 128});
+  out.push_back({"causal", 16, 1024, 0, 32, 8, 128, 0, 0, 128});
   out.push_back({"chunked", 1, 4096, 28672, 32, 8, 128, 0, 0, 128});
   return out;
 }
