@@ -28,6 +28,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -503,14 +504,13 @@ int run_bench(Args args) {
   common.require_spec();
   if (!prefill.empty() && !batches_given) batches.clear();
   // Ranks in more than one group (DCP groups inside the tensor-parallel one) need every kernel
-  // loaded before any runs (LocalGroup's note), decided before CUDA starts: the spec is read
-  // here without a device (a spec that fails is reported below, after the GPU's check).
+  // loaded before any runs (LocalGroup's note), decided before CUDA starts: only the spec's
+  // world sizes are read here, as loading it asks the GPU (a spec that fails is reported
+  // below, after the GPU's check).
   if (std::getenv("CUDA_MODULE_LOADING") == nullptr) {
-    try {
-      const EngineSpec peek = common.load();
-      const int t = peek.tp.world_size, d = peek.dcp.world_size;
-      if (d > 1 && d < t) setenv("CUDA_MODULE_LOADING", "EAGER", 1);
-    } catch (const Error&) {
+    const std::optional<ParallelSizes> sizes = read_parallel_sizes(common.spec_path);
+    if (sizes && sizes->dcp > 1 && sizes->dcp < sizes->tp) {
+      setenv("CUDA_MODULE_LOADING", "EAGER", 1);
     }
   }
   // A GPU this build has no code for is refused before the spec, whose backends query the

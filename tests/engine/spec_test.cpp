@@ -95,6 +95,29 @@ TEST(Spec, DeepSeekV2LiteIsMlaWithADenseFirstLayerOnly) {
   EXPECT_EQ(spec.model.layers[5].backend, "reference_mla");
 }
 
+// The world sizes, read before any device is asked: absent sections are 1; an unreadable file
+// or text that is not a spec gives nothing (load_spec reports it).
+TEST(Spec, ParallelSizesAreReadWithoutTheRest) {
+  const std::string dir = ::testing::TempDir();
+  auto write = [&](const std::string& name, const std::string& text) {
+    const std::string path = dir + name;
+    std::ofstream(path) << text;
+    return path;
+  };
+  const auto both = read_parallel_sizes(
+      write("parallel.yaml", "model:\n  name: x\ntp:\n  world_size: 4\ndcp:\n  world_size: 2\n"));
+  ASSERT_TRUE(both.has_value());
+  EXPECT_EQ(both->tp, 4);
+  EXPECT_EQ(both->dcp, 2);
+  const auto none = read_parallel_sizes(kConfigs + "llama-3.1-8b.yaml");
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(none->tp, 1);
+  EXPECT_EQ(none->dcp, 1);
+  EXPECT_FALSE(read_parallel_sizes(dir + "no-such-spec.yaml").has_value());
+  EXPECT_FALSE(read_parallel_sizes(write("bad.yaml", "tp: [unclosed\n")).has_value());
+  EXPECT_FALSE(read_parallel_sizes(write("word.yaml", "tp:\n  world_size: four\n")).has_value());
+}
+
 TEST(Spec, DefaultsAreTheDocumentedOnes) {
   const EngineSpec spec = parse_spec(kTiny);
   EXPECT_EQ(spec.model.head_size, 128) << "hidden_size / num_heads";

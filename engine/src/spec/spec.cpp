@@ -166,4 +166,21 @@ EngineSpec load_spec(const std::string& path, const BackendRegistry& registry) {
   return parse_spec(read_input_file(path, "spec", kMaxSpecBytes), path, registry);
 }
 
+std::optional<ParallelSizes> read_parallel_sizes(const std::string& path) {
+  try {
+    const YAML::Node root = YAML::Load(read_input_file(path, "spec", kMaxSpecBytes));
+    ParallelSizes sizes;
+    if (!root.IsMap()) return std::nullopt;
+    if (const YAML::Node tp = root["tp"]; tp && tp.IsMap() && tp["world_size"]) {
+      sizes.tp = tp["world_size"].as<int>();
+    }
+    if (const YAML::Node dcp = root["dcp"]; dcp && dcp.IsMap() && dcp["world_size"]) {
+      sizes.dcp = dcp["world_size"].as<int>();
+    }
+    return sizes;
+  } catch (const std::exception&) {  // Error from the file, YAML::Exception from its text
+    return std::nullopt;
+  }
+}
+
 }  // namespace freezeframe

@@ -180,4 +180,15 @@ struct EngineSpec {
                                     std::string_view source_name = "<string>",
                                     const BackendRegistry& registry = BackendRegistry::global());
 
+/// The tensor- and decode-context-parallel world sizes a spec file names (1 where a section is
+/// absent), read without validating the rest and without touching a device (load_spec makes
+/// the backends' impls, which ask for the GPU): for a process that must settle its CUDA
+/// settings before its first CUDA call. Nothing when the file or these fields cannot be read;
+/// load_spec then says why.
+struct ParallelSizes {
+  int tp = 1;
+  int dcp = 1;
+};
+[[nodiscard]] std::optional<ParallelSizes> read_parallel_sizes(const std::string& path);
+
 }  // namespace freezeframe
