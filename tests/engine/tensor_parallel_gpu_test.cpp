@@ -7,7 +7,8 @@
 // mixed lengths (1 to 100 tokens, blocks shuffled), a decode of every sequence, then decodes and
 // prefill chunks mixed, each run eagerly, in piecewise graphs and (decodes) in full graphs,
 // against the one-rank engine run the same way. Every rank's logits are the same bits (each
-// gathers every rank's vocabulary rows), and so are the tokens each draws.
+// gathers every rank's vocabulary rows), and so are the tokens each draws. The same for a
+// DeepSeek-V2-Lite-shaped MLA model (its heads split, its latent cache on every rank).
 // Tolerance: a relative L2 of 1e-2 (bf16 activations; the ranks add their partial sums of
 // o_proj and down_proj in another order than one GEMM does).
 
@@ -18,8 +19,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -159,21 +162,18 @@ std::ostream& operator<<(std::ostream& os, const Case& c) {
   return os << c.kv_heads << " KV heads on " << c.backend << ", vocabulary " << c.vocab;
 }
 
-class TensorParallel : public ::testing::TestWithParam<Case> {};
-
-TEST_P(TensorParallel, RanksGiveTheLogitsOfOneRank) {
-  FF_REQUIRE_GPU();
-  const Case& c = GetParam();
-  const Sequences seqs = make_sequences(6, 160, 16, c.vocab);
-  const auto vocab = static_cast<std::size_t>(c.vocab);
+/// Runs the steps on one rank and at T = 2 and 4 over `spec(t)` (vocabulary `vocab`), and
+/// holds every rank's logits to one rank's and every rank's tokens to rank 0's.
+void expect_ranks_give_one_ranks_logits(const std::function<std::string(int t)>& spec, int vocab,
+                                        const std::string& label) {
+  const Sequences seqs = make_sequences(6, 160, 16, vocab);
+  const auto vocab_rows = static_cast<std::size_t>(vocab);
   EngineOptions base;
   base.device_memory = std::int64_t(16) << 30;
   base.sample_tokens = true;  // greedy: no sampling parameters
   RankRun one;
   {
-    Engine engine(
-        parse_spec(llama_shaped_spec(c.kv_heads, c.backend, c.vocab, 1), "llama-shaped.yaml"),
-        base);
+    Engine engine(parse_spec(spec(1), "tp.yaml"), base);
     ASSERT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
     one = run_steps(engine, seqs);
   }
@@ -189,9 +189,7 @@ TEST_P(TensorParallel, RanksGiveTheLogitsOfOneRank) {
     group.run([&](int r) {
       EngineOptions options = base;
       options.communicator = &group.rank(r);
-      Engine engine(
-          parse_spec(llama_shaped_spec(c.kv_heads, c.backend, c.vocab, t), "llama-shaped.yaml"),
-          options);
+      Engine engine(parse_spec(spec(t), "tp.yaml"), options);
       EXPECT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
       EXPECT_EQ(engine.geometry().rank.tp_rank, r);
       runs[static_cast<std::size_t>(r)] = run_steps(engine, seqs, &steps_done);
@@ -203,23 +201,36 @@ TEST_P(TensorParallel, RanksGiveTheLogitsOfOneRank) {
         ASSERT_EQ(runs[0].logits[m][s].size(), one.logits[m][s].size());
         const double error = relative_l2(runs[0].logits[m][s], one.logits[m][s]);
         EXPECT_LE(error, kTolerance);
-        std::printf("%d KV heads, %s, T = %d, %s, step %zu: relative L2 %.2e\n", c.kv_heads,
-                    c.backend, t, kModes[m].name, s, error);
+        std::printf("%s, T = %d, %s, step %zu: relative L2 %.2e\n", label.c_str(), t,
+                    kModes[m].name, s, error);
         for (int r = 1; r < t; ++r) {
           EXPECT_EQ(runs[r].logits[m][s], runs[0].logits[m][s]) << "rank " << r;
           EXPECT_EQ(runs[r].tokens[m][s], runs[0].tokens[m][s]) << "rank " << r;
         }
         // Each rank's greedy token is the argmax of the logits it returned.
         const std::size_t reqs = runs[0].tokens[m][s].size();
-        ASSERT_EQ(runs[0].logits[m][s].size(), reqs * vocab);
+        ASSERT_EQ(runs[0].logits[m][s].size(), reqs * vocab_rows);
         for (std::size_t q = 0; q < reqs; ++q) {
-          const auto row = runs[0].logits[m][s].begin() + static_cast<std::ptrdiff_t>(q * vocab);
+          const auto row =
+              runs[0].logits[m][s].begin() + static_cast<std::ptrdiff_t>(q * vocab_rows);
           EXPECT_EQ(runs[0].tokens[m][s][q],
-                    std::max_element(row, row + static_cast<std::ptrdiff_t>(vocab)) - row);
+                    std::max_element(row, row + static_cast<std::ptrdiff_t>(vocab_rows)) - row);
         }
       }
     }
   }
+}
+
+class TensorParallel : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TensorParallel, RanksGiveTheLogitsOfOneRank) {
+  FF_REQUIRE_GPU();
+  const Case& c = GetParam();
+  std::ostringstream label;
+  label << c.kv_heads << " KV heads, " << c.backend;
+  expect_ranks_give_one_ranks_logits(
+      [&](int t) { return llama_shaped_spec(c.kv_heads, c.backend, c.vocab, t); }, c.vocab,
+      label.str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, TensorParallel,
@@ -229,6 +240,53 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TensorParallel,
                          [](const auto& info) {
                            return std::to_string(info.param.kv_heads) + "_kv_heads_" +
                                   info.param.backend + "_vocab_" + std::to_string(info.param.vocab);
+                         });
+
+/// DeepSeek-V2-Lite's attention and dense MLP (hidden 2048, 16 heads, latent 512 + rope 64,
+/// MLP 10944, vocabulary 102400; two layers), its query uncompressed (q_lora_rank 0: V2-Lite's)
+/// or through a 1536-wide latent (DeepSeek-V2's). Each rank holds its heads' query and key/value
+/// up-projection rows and o_proj columns, and the whole latent cache.
+std::string mla_spec(int q_lora_rank, int t) {
+  return "model:\n"
+         "  name: deepseek-v2-lite-shaped\n"
+         "  num_layers: 2\n"
+         "  hidden_size: 2048\n"
+         "  num_heads: 16\n"
+         "  intermediate_size: 10944\n"
+         "  vocab_size: 102400\n"
+         "  tie_word_embeddings: false\n"
+         "  dtype: bf16\n"
+         "  rope_theta: 10000\n"
+         "  max_position_embeddings: 2048\n"
+         "  mla:\n"
+         "    kv_lora_rank: 512\n"
+         "    q_lora_rank: " +
+         (q_lora_rank > 0 ? std::to_string(q_lora_rank) : std::string("null")) +
+         "\n"
+         "    qk_nope_head_dim: 128\n"
+         "    qk_rope_head_dim: 64\n"
+         "    v_head_dim: 128\n"
+         "  attention:\n"
+         "    backend: reference_mla\n"
+         "cache:\n  block_size: 16\n  memory_budget: 4GiB\n"
+         "scheduler:\n  max_num_seqs: 16\n  max_num_batched_tokens: 256\n"
+         "cuda_graphs:\n  mode: full_and_piecewise\n  max_capture_size: 64\n"
+         "tp:\n  world_size: " +
+         std::to_string(t) + "\n";
+}
+
+class TensorParallelMla : public ::testing::TestWithParam<int> {};
+
+TEST_P(TensorParallelMla, RanksGiveTheLogitsOfOneRank) {
+  FF_REQUIRE_GPU();
+  const int q_lora_rank = GetParam();
+  expect_ranks_give_one_ranks_logits([&](int t) { return mla_spec(q_lora_rank, t); }, 102400,
+                                     "MLA, q_lora_rank " + std::to_string(q_lora_rank));
+}
+
+INSTANTIATE_TEST_SUITE_P(DeepSeekV2LiteShaped, TensorParallelMla, ::testing::Values(0, 1536),
+                         [](const auto& info) {
+                           return "q_lora_rank_" + std::to_string(info.param);
                          });
 
 }  // namespace
