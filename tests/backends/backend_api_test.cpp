@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <span>
 
 #include "freezeframe/backends/backend.h"
 #include "freezeframe/backends/metadata_builder.h"
@@ -243,25 +245,28 @@ TEST(PagedDecodeBackend, DeclaresAHeadMajorCacheAndDecoderOnly) {
   EXPECT_GT(b.plan_bytes(limits, DeviceProperties::h200()), 0u);
 }
 
-// Under decode context parallelism paged_decode attends prefill rows over a shard; its impls
-// refuse what needs a key's position (a window, ALiBi), and the metadata check takes a shard
-// shorter than the new tokens (even empty) but not one longer than the whole sequence.
+// Under decode context parallelism both dense backends attend prefill rows over a shard; their
+// impls refuse what needs a key's position (a window, ALiBi), and the metadata check takes a
+// shard shorter than the new tokens (even empty) but not one longer than the whole sequence.
 TEST(PagedDecodeBackend, AttendsPrefillRowsOverADcpShard) {
-  const AttentionBackend& b = find_backend("paged_decode");
-  EXPECT_TRUE(b.supports_dcp_prefill());
-  EXPECT_FALSE(find_backend("reference").supports_dcp_prefill());
-  AttentionParams p = llama_like();
-  const DcpGroup dcp{.world_size = 2, .rank = 1, .interleave_size = 16};
-  EXPECT_NO_THROW((void)b.make_impl(p, dcp));
-  p.sliding_window = 64;
-  EXPECT_EQ(error_of([&] { (void)b.make_impl(p, dcp); }).code(), ErrorCode::kUnsupported);
-  p = llama_like();
-  p.alibi_slopes.assign(p.num_heads, 0.5f);
-  EXPECT_EQ(error_of([&] { (void)b.make_impl(p, dcp); }).code(), ErrorCode::kUnsupported);
-  EXPECT_EQ(error_of([&] {
-              (void)b.make_impl(llama_like(), DcpGroup{2, 1, 0});
-            }).code(),
-            ErrorCode::kInvalidArgument);
+  for (const char* name : {"paged_decode", "reference"}) {
+    SCOPED_TRACE(name);
+    const AttentionBackend& b = find_backend(name);
+    EXPECT_TRUE(b.supports_dcp_prefill());
+    AttentionParams p = llama_like();
+    const DcpGroup dcp{.world_size = 2, .rank = 1, .interleave_size = 16};
+    EXPECT_NO_THROW((void)b.make_impl(p, dcp));
+    p.sliding_window = 64;
+    EXPECT_EQ(error_of([&] { (void)b.make_impl(p, dcp); }).code(), ErrorCode::kUnsupported);
+    EXPECT_NO_THROW((void)b.make_impl(p)) << "a window without DCP";
+    p = llama_like();
+    p.alibi_slopes.assign(p.num_heads, 0.5f);
+    EXPECT_EQ(error_of([&] { (void)b.make_impl(p, dcp); }).code(), ErrorCode::kUnsupported);
+    EXPECT_EQ(error_of([&] {
+                (void)b.make_impl(llama_like(), DcpGroup{2, 1, 0});
+              }).code(),
+              ErrorCode::kInvalidArgument);
+  }
 
   // A decode of a sequence of 1 (the shard empty) and 20 new tokens after 33 (15 held).
   const std::vector<std::int32_t> qsl = {0, 1, 21}, table = {0, 1, 2, 3};
@@ -283,6 +288,21 @@ TEST(PagedDecodeBackend, AttendsPrefillRowsOverADcpShard) {
   seq[1] = 15;
   c.dcp_context_lens = {};  // without DCP the empty decode's seq_len is short of its token
   EXPECT_EQ(error_of([&] { validate_metadata(c, limits); }).code(), ErrorCode::kInvalidArgument);
+
+  // The reference backend's plan: each request's first new position, from the context lengths
+  // under DCP, else from its keys.
+  const AttentionBackend& reference = find_backend("reference");
+  ASSERT_EQ(reference.plan_bytes(limits, DeviceProperties::h200()), 2 * sizeof(std::int32_t));
+  std::int32_t positions[2] = {-7, -7};
+  c.dcp_context_lens = context;
+  reference.plan(c, std::as_writable_bytes(std::span(positions)));
+  EXPECT_EQ(positions[0], 0);
+  EXPECT_EQ(positions[1], 33);
+  c.dcp_context_lens = {};
+  seq = {4, 30};
+  reference.plan(c, std::as_writable_bytes(std::span(positions)));
+  EXPECT_EQ(positions[0], 3);
+  EXPECT_EQ(positions[1], 10);
 }
 
 TEST(ReferenceMlaBackend, RejectsBadParametersAndWeights) {

@@ -1,11 +1,11 @@
-// Attention over DCP shards, merged, against attention over the whole sequences: the
-// paged_decode backend's forward on each of D ranks (its shard of every sequence's keys, the
-// token at position p on rank (p div I) mod D, new tokens written by the forward where the
-// rank holds them) with its LSE, the partial results merged by their LSEs (the host
-// reference's merge), equal the host reference's attention over the unsharded cache. Decode
-// rows take the decode kernel; prefill rows, fresh and chunked over a context, take each
-// prefill kernel with the causal mask in sequence positions (dcp_context_lens through the plan).
-// Random inputs, poisoned outputs, shards shorter than D · I (some empty) included.
+// Attention over DCP shards, merged, against attention over the whole sequences: a backend's
+// forward (paged_decode's with each prefill kernel, the reference backend's) on each of D ranks
+// (its shard of every sequence's keys, the token at position p on rank (p div I) mod D, new tokens
+// written by the forward where the rank holds them) with its LSE, the partial results merged by
+// their LSEs (the host reference's merge), equal the host reference's attention over the unsharded
+// cache. Decode rows take the decode kernel; prefill rows, fresh and chunked over a context, take
+// each prefill kernel with the causal mask in sequence positions (dcp_context_lens through the
+// plan). Random inputs, poisoned outputs, shards shorter than D · I (some empty) included.
 
 #include <gtest/gtest.h>
 
@@ -38,10 +38,11 @@ using testing::upload;
 struct Case {
   const char* name;
   int world = 2, interleave = 1;
-  const char* prefill_kernel = "sm90";  // FREEZEFRAME_PREFILL_KERNEL
+  const char* prefill_kernel = "sm90";  // FREEZEFRAME_PREFILL_KERNEL (paged_decode)
   DType dtype = DType::kBF16;
   int heads = 8, kv_heads = 2, head_size = 128, block_size = 16;
   double tolerance = 1e-2;
+  const char* backend = "paged_decode";
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
@@ -99,10 +100,11 @@ class DcpAttention : public ::testing::TestWithParam<Case> {};
 TEST_P(DcpAttention, MergedShardsMatchTheWholeSequences) {
   FF_REQUIRE_GPU();
   const Case& c = GetParam();
-  if (std::string(c.prefill_kernel) == "sm90" && !prefill::sm90_available()) {
+  const bool paged = std::string(c.backend) == "paged_decode";
+  if (paged && std::string(c.prefill_kernel) == "sm90" && !prefill::sm90_available()) {
     GTEST_SKIP() << "the Hopper prefill kernel needs an sm_90 GPU and a build for sm_90a";
   }
-  setenv("FREEZEFRAME_PREFILL_KERNEL", c.prefill_kernel, 1);
+  if (paged) setenv("FREEZEFRAME_PREFILL_KERNEL", c.prefill_kernel, 1);
   std::mt19937 rng(4321);
 
   AttentionParams params;
@@ -111,7 +113,7 @@ TEST_P(DcpAttention, MergedShardsMatchTheWholeSequences) {
   params.head_size = c.head_size;
   params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_size));
   params.kv_cache_dtype = c.dtype;
-  const AttentionBackend& backend = find_backend("paged_decode");
+  const AttentionBackend& backend = find_backend(c.backend);
 
   // Decodes (one of a sequence of 1, so most shards are empty), then prefills: fresh ones
   // shorter than D · I, a chunk over a context, one across two plan tiles of 128 tokens.
@@ -261,6 +263,24 @@ std::vector<Case> cases() {
                    .head_size = 256,
                    .tolerance = 5e-3});
   }
+  // The reference backend masks prefill rows over a shard by the positions its plan stages.
+  out.push_back({.name = "d2_i1_reference", .backend = "reference"});
+  out.push_back({.name = "d4_i16_block64_d64_reference",
+                 .world = 4,
+                 .interleave = 16,
+                 .heads = 16,
+                 .kv_heads = 2,
+                 .head_size = 64,
+                 .block_size = 64,
+                 .backend = "reference"});
+  out.push_back({.name = "d2_i4_f16_d256_mqa_reference",
+                 .interleave = 4,
+                 .dtype = DType::kF16,
+                 .heads = 4,
+                 .kv_heads = 1,
+                 .head_size = 256,
+                 .tolerance = 5e-3,
+                 .backend = "reference"});
   return out;
 }
 

@@ -7,8 +7,9 @@
 // 128-token plan tile), then decode, so steps mix prefill and decode rows and the early ones
 // have shards shorter than D · I (some empty). Run eagerly and in graphs (full for decode-only
 // steps, piecewise for mixed ones, eager past the largest captured size), against the one-rank
-// engine run the same way. Tolerance: a relative L2 of 1e-2 (bf16; the merge adds the shards'
-// partial outputs in another order than one softmax does).
+// engine run the same way, on the fast backend and the reference backend. Tolerance: a relative L2
+// of 1e-2 (bf16; the merge adds the shards' partial outputs in another order than one softmax
+// does).
 
 #include <gtest/gtest.h>
 
@@ -20,10 +21,14 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <span>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/reference_runs.h"
+#include "freezeframe/backends/registry.h"
 #include "freezeframe/core/error.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/runtime/local_group.h"
@@ -89,7 +94,8 @@ struct RankRun {
 /// tokens, the last prompt whole) or, once prompted, one decode token; decodes first in the
 /// batch. A block id names kBlockSize · d positions (d = 1: physical blocks). Ranks meet after
 /// each step's copies (`ranks`, null for one rank).
-RankRun run_steps(Engine& engine, int d, std::barrier<>* ranks) {
+RankRun run_steps(Engine& engine, int d, std::barrier<>* ranks,
+                  std::span<const Mode> modes = kModes, int steps = kSteps) {
   const std::int64_t virtual_block = std::int64_t(kBlockSize) * d;
   const int longest = kPrompt[kSequences - 1] + kSteps;
   const int per = static_cast<int>((longest + virtual_block - 1) / virtual_block);
@@ -107,10 +113,10 @@ RankRun run_steps(Engine& engine, int d, std::barrier<>* ranks) {
   std::shuffle(pool.begin(), pool.end(), block_rng);
 
   RankRun run;
-  for (const Mode& mode : kModes) {
+  for (const Mode& mode : modes) {
     auto& logits = run.logits.emplace_back();
     int length[kSequences] = {};
-    for (int step = 0; step < kSteps; ++step) {
+    for (int step = 0; step < steps; ++step) {
       StepBatch batch;
       std::vector<std::int32_t> step_ids;
       for (const bool decodes : {true, false}) {
@@ -144,16 +150,39 @@ RankRun run_steps(Engine& engine, int d, std::barrier<>* ranks) {
 
 struct Case {
   int t, d, interleave;
+  const char* backend;
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) {
-  return os << "T = " << c.t << ", D = " << c.d << ", I = " << c.interleave;
+  return os << "T = " << c.t << ", D = " << c.d << ", I = " << c.interleave << ", " << c.backend;
 }
 
 EngineOptions base_options() {
   EngineOptions o;
   o.device_memory = std::int64_t(16) << 30;
   return o;
+}
+
+/// Every rank's logits of every step within bf16 tolerance of one rank's, and the same bits on
+/// every rank (each merges its own heads, then gathers the vocabulary rows of all).
+void expect_logits_of_one_rank(const std::vector<RankRun>& runs, const RankRun& one,
+                               std::span<const Mode> modes, const std::string& label) {
+  EXPECT_EQ(runs[0].ran, one.ran) << "the same dispatch as one rank";
+  for (std::size_t m = 0; m < modes.size(); ++m) {
+    const int steps = static_cast<int>(one.logits[m].size());
+    for (int s = 0; s < steps; ++s) {
+      SCOPED_TRACE(std::string(modes[m].name) + ", step " + std::to_string(s));
+      ASSERT_EQ(runs[0].logits[m][s].size(), one.logits[m][s].size());
+      const double error = relative_l2(runs[0].logits[m][s], one.logits[m][s]);
+      EXPECT_LE(error, kTolerance);
+      if (s % 8 == 0 || s == steps - 1) {
+        std::printf("%s, %s, step %d: relative L2 %.2e\n", label.c_str(), modes[m].name, s, error);
+      }
+      for (std::size_t r = 1; r < runs.size(); ++r) {
+        EXPECT_EQ(runs[r].logits[m][s], runs[0].logits[m][s]) << "rank " << r;
+      }
+    }
+  }
 }
 
 class DecodeContextParallel : public ::testing::TestWithParam<Case> {};
@@ -163,7 +192,8 @@ TEST_P(DecodeContextParallel, RanksGiveTheLogitsOfOneRank) {
   const Case& c = GetParam();
   RankRun one;
   {
-    Engine engine(parse_spec(spec_text(1, 1, 1, "full_and_piecewise"), "dcp.yaml"), base_options());
+    Engine engine(parse_spec(spec_text(1, 1, 1, "full_and_piecewise", c.backend), "dcp.yaml"),
+                  base_options());
     ASSERT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
     one = run_steps(engine, 1, nullptr);
   }
@@ -180,44 +210,108 @@ TEST_P(DecodeContextParallel, RanksGiveTheLogitsOfOneRank) {
     EngineOptions options = base_options();
     options.communicator = &tp.rank(r);
     options.dcp_communicator = &dcp_groups[r / c.d]->rank(r % c.d);
-    Engine engine(parse_spec(spec_text(c.t, c.d, c.interleave, "full_and_piecewise"), "dcp.yaml"),
-                  options);
+    Engine engine(
+        parse_spec(spec_text(c.t, c.d, c.interleave, "full_and_piecewise", c.backend), "dcp.yaml"),
+        options);
     EXPECT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
     EXPECT_EQ(engine.geometry().rank.dcp_rank, r % c.d);
     runs[static_cast<std::size_t>(r)] = run_steps(engine, c.d, &steps_done);
   });
-  EXPECT_EQ(runs[0].ran, one.ran) << "the same dispatch as one rank";
-  for (std::size_t m = 0; m < std::size(kModes); ++m) {
-    for (int s = 0; s < kSteps; ++s) {
-      SCOPED_TRACE(std::string(kModes[m].name) + ", step " + std::to_string(s));
-      ASSERT_EQ(runs[0].logits[m][s].size(), one.logits[m][s].size());
-      const double error = relative_l2(runs[0].logits[m][s], one.logits[m][s]);
-      EXPECT_LE(error, kTolerance);
-      if (s % 8 == 0 || s == kSteps - 1) {
-        std::printf("T = %d, D = %d, I = %d, %s, step %d: relative L2 %.2e\n", c.t, c.d,
-                    c.interleave, kModes[m].name, s, error);
-      }
-      for (int r = 1; r < c.t; ++r) {
-        EXPECT_EQ(runs[r].logits[m][s], runs[0].logits[m][s]) << "rank " << r;
-      }
-    }
-  }
+  std::ostringstream label;
+  label << c;
+  expect_logits_of_one_rank(runs, one, kModes, label.str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Groups, DecodeContextParallel,
-                         ::testing::Values(Case{2, 2, 1}, Case{2, 2, 16}, Case{4, 2, 1},
-                                           Case{4, 4, 16}),
+// (T, D) over (2, 1), (2, 2), (4, 2), (4, 4), I over 1 and 16 (D = 1 holds no shard: I is
+// moot), on the fast backend and the reference backend.
+std::vector<Case> groups() {
+  std::vector<Case> cases;
+  for (const char* backend : {"paged_decode", "reference"}) {
+    cases.push_back({2, 1, 1, backend});
+    for (const auto& [t, d] : {std::pair{2, 2}, std::pair{4, 2}, std::pair{4, 4}}) {
+      for (const int interleave : {1, 16}) cases.push_back({t, d, interleave, backend});
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Groups, DecodeContextParallel, ::testing::ValuesIn(groups()),
                          [](const auto& info) {
-                           return "T" + std::to_string(info.param.t) + "_D" +
-                                  std::to_string(info.param.d) + "_I" +
-                                  std::to_string(info.param.interleave);
+                           std::ostringstream name;
+                           name << "T" << info.param.t << "_D" << info.param.d << "_I"
+                                << info.param.interleave << "_" << info.param.backend;
+                           return name.str();
                          });
 
-// A backend that cannot attend prefill rows over a shard (the reference backend) runs decode
-// steps only under DCP: graph modes that capture prefill rows are refused at construction, a
-// step with prefill rows when it comes, both naming why.
+// The same over a host-synchronized group (LocalGroup::Sync::kHost, which compute-sanitizer can
+// run: no rank's kernel waits for another's), eagerly, T = D = 2, I = 16, the first 12 steps
+// (prefills, chunks over a context, decodes, shards shorter than D · I).
+TEST(DecodeContextParallelOnTheHost, RanksGiveTheLogitsOfOneRank) {
+  FF_REQUIRE_GPU();
+  constexpr int kHostSteps = 12;
+  const Mode eager[] = {kModes[0]};
+  RankRun one;
+  {
+    Engine engine(parse_spec(spec_text(1, 1, 1, "none"), "dcp.yaml"), base_options());
+    one = run_steps(engine, 1, nullptr, eager, kHostSteps);
+  }
+  LocalGroup tp(2, LocalGroup::Sync::kHost);
+  std::vector<RankRun> runs(2);
+  tp.run([&](int r) {
+    EngineOptions options = base_options();
+    options.communicator = &tp.rank(r);
+    options.dcp_communicator = &tp.rank(r);  // D = T: the tensor-parallel group itself
+    Engine engine(parse_spec(spec_text(2, 2, 16, "none"), "dcp.yaml"), options);
+    runs[static_cast<std::size_t>(r)] = run_steps(engine, 2, nullptr, eager, kHostSteps);
+  });
+  expect_logits_of_one_rank(runs, one, eager, "host-synchronized, T = 2, D = 2, I = 16");
+}
+
+/// The reference backend in all but one thing: it says it cannot attend prefill rows over a
+/// DCP shard (as a backend of an embedder's might).
+class DecodeOnlyUnderDcp final : public AttentionBackend {
+ public:
+  std::string_view name() const override { return "decode_only_under_dcp"; }
+  bool supports_dcp_prefill() const override { return false; }
+
+  bool is_mla() const override { return inner_.is_mla(); }
+  std::unique_ptr<AttentionImpl> make_impl(const AttentionParams& p, DcpGroup dcp) const override {
+    return inner_.make_impl(p, dcp);
+  }
+  std::size_t plan_bytes(const BatchLimits& limits, const DeviceProperties& d) const override {
+    return inner_.plan_bytes(limits, d);
+  }
+  void plan(const CommonAttentionMetadata& common, std::span<std::byte> slice) const override {
+    inner_.plan(common, slice);
+  }
+  GraphSupport graph_support() const override { return inner_.graph_support(); }
+  std::vector<std::int64_t> kv_cache_shape(std::int64_t num_blocks, int block_size,
+                                           int num_kv_heads, int head_size,
+                                           DType dtype) const override {
+    return inner_.kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size, dtype);
+  }
+  std::vector<int> kv_cache_stride_order() const override { return inner_.kv_cache_stride_order(); }
+  bool accept_output_buffer() const override { return inner_.accept_output_buffer(); }
+  bool supports_quant_query_input() const override { return inner_.supports_quant_query_input(); }
+  std::span<const int> supported_head_sizes() const override {
+    return inner_.supported_head_sizes();
+  }
+  std::span<const DType> supported_kv_cache_dtypes() const override {
+    return inner_.supported_kv_cache_dtypes();
+  }
+
+ private:
+  const AttentionBackend& inner_ = find_backend("reference");
+};
+
+// A backend that cannot attend prefill rows over a shard runs decode steps only under DCP:
+// graph modes that capture prefill rows are refused at construction, a step with prefill rows
+// when it comes, both naming why.
 TEST(DecodeContextParallelRefusals, PrefillRowsAndTheirGraphsAreRefused) {
   FF_REQUIRE_GPU();
+  BackendRegistry registry;
+  registry.add(std::make_unique<DecodeOnlyUnderDcp>());
+  const std::string backend = "decode_only_under_dcp";
   LocalGroup tp(2);
   std::barrier<> met(2);
   tp.run([&](int r) {
@@ -225,15 +319,16 @@ TEST(DecodeContextParallelRefusals, PrefillRowsAndTheirGraphsAreRefused) {
     options.communicator = &tp.rank(r);
     options.dcp_communicator = &tp.rank(r);  // D = T: the tensor-parallel group itself
     try {
-      Engine engine(parse_spec(spec_text(2, 2, 1, "full_and_piecewise", "reference"), "dcp.yaml"),
-                    options);
-      ADD_FAILURE() << "full_and_piecewise was accepted under DCP with the reference backend";
+      Engine engine(
+          parse_spec(spec_text(2, 2, 1, "full_and_piecewise", backend), "dcp.yaml", registry),
+          options);
+      ADD_FAILURE() << "full_and_piecewise was accepted under DCP with " << backend;
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
       EXPECT_NE(std::string(e.what()).find("cuda_graphs.mode"), std::string::npos) << e.what();
     }
     met.arrive_and_wait();
-    Engine engine(parse_spec(spec_text(2, 2, 1, "none", "reference"), "dcp.yaml"), options);
+    Engine engine(parse_spec(spec_text(2, 2, 1, "none", backend), "dcp.yaml", registry), options);
     const std::int32_t blocks[] = {1};
     StepBatch batch;
     batch.requests.push_back({5, 5, std::span<const std::int32_t>(blocks)});
@@ -241,7 +336,7 @@ TEST(DecodeContextParallelRefusals, PrefillRowsAndTheirGraphsAreRefused) {
     batch.token_ids = ids;
     try {
       (void)engine.step(batch);
-      ADD_FAILURE() << "a prefill step ran under DCP on the reference backend";
+      ADD_FAILURE() << "a prefill step ran under DCP on " << backend;
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
       EXPECT_NE(std::string(e.what()).find("prefill rows"), std::string::npos) << e.what();

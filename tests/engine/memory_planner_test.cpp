@@ -91,18 +91,19 @@ TEST(ModelProgram, MlaLayersUseTheirOwnProjections) {
 //                                         + act 8192·14336·2, live together at silu_and_mul;
 //                                         each layer's attention output, 8192·4096·2, lives
 //                                         from attention to o_proj and takes less)
-//   staging                   8,565,504  (token ids 8192·4 + positions 8192·8 + LM head rows
+//   staging                   8,566,528  (token ids 8192·4 + positions 8192·8 + LM head rows
 //                                         256·4 → 1,024 + sampling parameters 256·32 = 8,192;
 //                                         the attention metadata: table shape 256
 //                                         + query_start_loc 1,280 + seq_lens 1,024
 //                                         + seq_start_loc 1,280 + slot_mapping 65,536
-//                                         = 69,376; the block table once, 256·8192·4
-//                                         = 8,388,608)
+//                                         = 69,376; the reference backend's plan, each
+//                                         request's first new position, 256·4 = 1,024; the
+//                                         block table once, 256·8192·4 = 8,388,608)
 //   outputs                 131,335,168  (logits 256·128256·4 + sampled token ids 256·4)
 //   cublas_workspace         33,554,432
-//   fixed total          17,005,729,536
-// KV: 77,309,411,328 − 17,005,729,536 = 60,303,681,792 bytes; one block over 32 layers is
-// 32 · 2 (K, V) · 16 tokens · 8 heads · 128 · 2 bytes = 2,097,152; 60,303,681,792 / 2,097,152
+//   fixed total          17,005,730,560
+// KV: 77,309,411,328 − 17,005,730,560 = 60,303,680,768 bytes; one block over 32 layers is
+// 32 · 2 (K, V) · 16 tokens · 8 heads · 128 · 2 bytes = 2,097,152; 60,303,680,768 / 2,097,152
 // = 28,755.04 → 28,755 blocks = 460,080 tokens; a 131,072-token sequence needs 8,192 blocks,
 // so 3 fit at once. (A buffer per layer for the attention outputs, 2 GiB, would cost 1,024
 // blocks: 16,384 tokens; metadata per backend with the block table twice, 8 MiB more, 4.)
@@ -113,7 +114,7 @@ TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
   EXPECT_EQ(plan.region("weights").bytes, 16'060'522'496);
   EXPECT_EQ(plan.region("activations").bytes, 771'751'936);
   EXPECT_EQ(plan.activations.lower_bound_bytes, 771'751'936);
-  EXPECT_EQ(plan.region("staging").bytes, 8'565'504);
+  EXPECT_EQ(plan.region("staging").bytes, 8'566'528);
   EXPECT_EQ(plan.region("outputs").bytes, 131'335'168);
   EXPECT_EQ(plan.find("attention_outputs"), nullptr) << "attention outputs are activations";
   int attention_outputs = 0;
@@ -127,13 +128,14 @@ TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
   EXPECT_EQ(attention_outputs, 32);
   std::vector<std::string> slices;
   for (const Placement& p : plan.region("staging").placements) slices.push_back(p.name);
-  EXPECT_EQ(slices, (std::vector<std::string>{"token_ids", "positions", "lm_head_rows",
-                                              "sampling_params", "metadata", "block_table"}))
-      << "one staged image; the reference backend plans nothing of its own";
+  EXPECT_EQ(slices,
+            (std::vector<std::string>{"token_ids", "positions", "lm_head_rows", "sampling_params",
+                                      "metadata", "plan.reference", "block_table"}))
+      << "one staged image, the reference backend's plan a slice of it";
   EXPECT_EQ(plan.find("split_kv_workspace"), nullptr) << "split-KV decode uses attention_workspace";
   EXPECT_EQ(plan.region("cublas_workspace").bytes, 33'554'432);
   EXPECT_EQ(plan.find("attention_workspace"), nullptr) << "the reference impl needs none";
-  EXPECT_EQ(plan.region("kv_cache").offset, 17'005'729'536);
+  EXPECT_EQ(plan.region("kv_cache").offset, 17'005'730'560);
   EXPECT_EQ(plan.kv_cache.bytes_per_block, 2'097'152);
   EXPECT_EQ(plan.kv_cache.num_blocks, 28'755);
   EXPECT_EQ(plan.kv_cache.tokens_per_rank, 460'080);
@@ -240,9 +242,9 @@ TEST(MemoryPlanner, ABudgetWithoutRoomForOneSequenceSaysWhatIsMissing) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("llama-3.1-8b.yaml:21:18: cache.memory_budget"), std::string::npos) << msg;
     EXPECT_NE(msg.find("131072 tokens = 8192 blocks"), std::string::npos) << msg;
-    // needed: 17,005,729,536 + 8192 · 2 MiB = 34,185,598,720; budget 0.9 · 24 GiB
-    // = 23,192,823,398 → 10,992,775,322 missing.
-    EXPECT_NE(msg.find("10992775322 bytes"), std::string::npos) << msg;
+    // needed: 17,005,730,560 + 8192 · 2 MiB = 34,185,599,744; budget 0.9 · 24 GiB
+    // = 23,192,823,398 → 10,992,776,346 missing.
+    EXPECT_NE(msg.find("10992776346 bytes"), std::string::npos) << msg;
   }
 }
 

@@ -48,6 +48,7 @@ struct Case {
   const char* backend;
   const char* sharing = "across_sizes";  ///< cuda_graphs.share_piecewise_executables
   const char* residual = "auto";         ///< model.residual_dtype
+  int interleave = 0;  ///< over two ranks: decode context parallelism of D = 2 at this I (0: none)
 };
 
 /// The name of a case's test: the checkpoint and backend, and what differs from the defaults.
@@ -55,6 +56,7 @@ std::string name_of(const Case& c, bool with_sharing) {
   std::string name = std::string(c.checkpoint) + "_" + c.backend;
   if (with_sharing) name += std::string("_") + c.sharing;
   if (std::string(c.residual) == "f32") name += "_f32_residual";
+  if (c.interleave > 0) name += "_dcp_interleave_" + std::to_string(c.interleave);
   for (char& ch : name) {
     if (ch == '-' || ch == '.') ch = '_';
   }
@@ -63,7 +65,7 @@ std::string name_of(const Case& c, bool with_sharing) {
 
 std::ostream& operator<<(std::ostream& os, const Case& c) {
   return os << c.checkpoint << " on " << c.backend << ", piecewise executables shared " << c.sharing
-            << ", residual stream " << c.residual;
+            << ", residual stream " << c.residual << ", DCP interleave " << c.interleave;
 }
 
 EngineSpec spec_of(const Case& c, int tp = 1) {
@@ -75,7 +77,10 @@ EngineSpec spec_of(const Case& c, int tp = 1) {
       "scheduler:\n  max_num_seqs: 8\n  max_num_batched_tokens: 64\n"
       "cuda_graphs:\n  mode: full_and_piecewise\n  max_capture_size: 64\n"
       "  share_piecewise_executables: " +
-      c.sharing + "\ntp:\n  world_size: " + std::to_string(tp) + "\n";
+      c.sharing + "\ntp:\n  world_size: " + std::to_string(tp) + "\n" +
+      (c.interleave > 0 ? "dcp:\n  world_size: " + std::to_string(tp) +
+                              "\n  interleave_size: " + std::to_string(c.interleave) + "\n"
+                        : std::string());
   // Parsed as if it lay among the fixtures: the checkpoint path is relative to them.
   return parse_spec(yaml, (reference_fixtures() / "spec.yaml").string());
 }
@@ -152,9 +157,14 @@ TEST_P(ReferenceLogits, MatchTransformersEagerAndInGraphs) {
 // Two tensor-parallel ranks of a LocalGroup, each loading its shard of the checkpoint (one of
 // the two query heads, the KV head replicated, half the MLP and of the vocabulary; Qwen2's
 // biases and tied embeddings; the GGUF's rotary rows): rank 0's logits match transformers,
-// and rank 1's are the same bits. The tolerance is one and a half times one rank's: each rank
-// rounds its partial sums of o_proj and down_proj to bf16 before they are added (as NCCL adds
-// bf16 in vLLM), which measured 1.03e-2 at worst where one rank gives 9e-3.
+// and rank 1's are the same bits; each prompt prefilled whole (its last position) and fed one
+// token at a time (every position), eagerly and in graphs. With decode context parallelism
+// over the two (D = T = 2, interleave 1 or 16), each rank holds its shard of every sequence's
+// KV and the ranks merge their partial attention. The tolerance is one and a half times one
+// rank's: each rank rounds its partial sums of o_proj and down_proj to bf16 before they are
+// added (as NCCL adds bf16 in vLLM), which measured 1.03e-2 at worst where one rank gives 9e-3.
+// (SmolLM2-135M has 9 query heads and 3 KV heads, which no two ranks split; so under DCP these
+// tiny checkpoints stand in for a real model.)
 constexpr double kTwoRankTolerance = 1.5e-2;
 class ReferenceLogitsOverTwoRanks : public ::testing::TestWithParam<Case> {};
 
@@ -170,19 +180,26 @@ TEST_P(ReferenceLogitsOverTwoRanks, MatchTransformers) {
     longest = std::max(longest, static_cast<int>(prompts.back().size()));
   }
   LocalGroup group(2);
-  // [rank][mode][prompt]: every position fed one token at a time; eagerly, then in graphs.
-  std::vector<float> every[2][2][3];
+  // [rank][mode][prompt]: the prefill's last logits, and every position fed one token at a
+  // time; eagerly, then in graphs.
+  std::vector<float> last[2][2][3], every[2][2][3];
   std::barrier<> steps_done(2);
   group.run([&](int r) {
     EngineOptions options;
     options.communicator = &group.rank(r);
+    if (c.interleave > 0) options.dcp_communicator = &group.rank(r);  // D = T
     Engine engine(spec_of(c, 2), options);
     EXPECT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
+    EXPECT_EQ(engine.geometry().rank.dcp_size, c.interleave > 0 ? 2 : 1);
     SequenceRunner runner(engine, static_cast<int>(prompts.size()), longest, &steps_done);
     const StepOptions modes[2] = {{.eager = true}, {}};
     for (int m = 0; m < 2; ++m) {
+      auto prefilled = runner.prefill(prompts, modes[m]);
       auto logits = runner.one_at_a_time(prompts, modes[m]);
-      for (std::size_t p = 0; p < prompts.size(); ++p) every[r][m][p] = std::move(logits[p]);
+      for (std::size_t p = 0; p < prompts.size(); ++p) {
+        last[r][m][p] = std::move(prefilled[p]);
+        every[r][m][p] = std::move(logits[p]);
+      }
     }
   });
   const auto vocab =
@@ -192,6 +209,11 @@ TEST_P(ReferenceLogitsOverTwoRanks, MatchTransformers) {
       SCOPED_TRACE(std::string(m == 0 ? "eager" : "graphs") + ", prompt " + std::to_string(p));
       const std::vector<float> want = reference.floats(static_cast<int>(p), "logits");
       ASSERT_EQ(every[0][m][p].size(), want.size());
+      const std::size_t n = prompts[p].size();
+      const double prefill_error =
+          relative_l2(last[0][m][p], std::span<const float>(want).subspan((n - 1) * vocab, vocab));
+      EXPECT_LE(prefill_error, kTwoRankTolerance) << "the prefill's last position";
+      EXPECT_EQ(last[1][m][p], last[0][m][p]) << "rank 1's prefill logits";
       double worst = 0;
       for (std::size_t t = 0; t < prompts[p].size(); ++t) {
         const double e =
@@ -201,21 +223,31 @@ TEST_P(ReferenceLogitsOverTwoRanks, MatchTransformers) {
         worst = std::max(worst, e);
       }
       EXPECT_EQ(every[1][m][p], every[0][m][p]) << "rank 1's logits";
-      std::printf("%s on %s over 2 ranks, %s, prompt %zu: %.2e at worst\n", c.checkpoint, c.backend,
-                  m == 0 ? "eager" : "graphs", p, worst);
+      std::printf(
+          "%s on %s over 2 ranks (DCP interleave %d), %s, prompt %zu: prefill %.2e, one "
+          "at a time %.2e at worst\n",
+          c.checkpoint, c.backend, c.interleave, m == 0 ? "eager" : "graphs", p, prefill_error,
+          worst);
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Checkpoints, ReferenceLogitsOverTwoRanks,
-                         ::testing::Values(Case{"tiny-llama3", "tiny-llama3", "paged_decode"},
-                                           Case{"tiny-llama3.gguf", "tiny-llama3", "paged_decode"},
-                                           Case{"tiny-mistral", "tiny-mistral", "reference"},
-                                           Case{"tiny-qwen2", "tiny-qwen2", "paged_decode"},
-                                           // The all-reduces of an f32 residual stream.
-                                           Case{"tiny-llama3", "tiny-llama3", "paged_decode",
-                                                "across_sizes", "f32"}),
-                         [](const auto& info) { return name_of(info.param, false); });
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoints, ReferenceLogitsOverTwoRanks,
+    ::testing::Values(Case{"tiny-llama3", "tiny-llama3", "paged_decode"},
+                      Case{"tiny-llama3.gguf", "tiny-llama3", "paged_decode"},
+                      Case{"tiny-mistral", "tiny-mistral", "reference"},
+                      Case{"tiny-qwen2", "tiny-qwen2", "paged_decode"},
+                      // The all-reduces of an f32 residual stream.
+                      Case{"tiny-llama3", "tiny-llama3", "paged_decode", "across_sizes", "f32"},
+                      // Decode context parallelism, D = T = 2.
+                      Case{"tiny-llama3", "tiny-llama3", "paged_decode", "across_sizes", "auto", 1},
+                      Case{"tiny-llama3", "tiny-llama3", "reference", "across_sizes", "auto", 16},
+                      Case{"tiny-llama3.gguf", "tiny-llama3", "paged_decode", "across_sizes",
+                           "auto", 16},
+                      Case{"tiny-qwen2", "tiny-qwen2", "paged_decode", "across_sizes", "auto", 16},
+                      Case{"tiny-qwen2", "tiny-qwen2", "reference", "across_sizes", "auto", 1}),
+    [](const auto& info) { return name_of(info.param, false); });
 
 INSTANTIATE_TEST_SUITE_P(
     Checkpoints, ReferenceLogits,

@@ -88,7 +88,9 @@ class SequenceRunner {
       : engine_(engine), ranks_(ranks) {
     const DeploymentLimits& limits = engine.limits();
     vocab_ = limits.vocab_size;
-    const int per_sequence = (max_len + limits.block_size - 1) / limits.block_size;
+    // Under DCP a block id names a virtual block of block_size tokens on each rank.
+    block_tokens_ = limits.block_size * engine.geometry().rank.dcp_size;
+    const int per_sequence = (max_len + block_tokens_ - 1) / block_tokens_;
     EXPECT_LE(sequences * per_sequence, limits.num_blocks) << "the KV pool is too small";
     blocks_.resize(static_cast<std::size_t>(sequences));
     for (int s = 0; s < sequences; ++s) {
@@ -109,11 +111,10 @@ class SequenceRunner {
     std::vector<std::int32_t> tokens;
     for (const Request& r : requests) {
       const int seq_len = r.cached + static_cast<int>(r.tokens.size());
-      const int block_size = engine_.limits().block_size;
       batch.requests.push_back(
           {static_cast<std::int32_t>(r.tokens.size()), seq_len,
            std::span<const std::int32_t>(blocks_[r.sequence])
-               .first(static_cast<std::size_t>((seq_len + block_size - 1) / block_size))});
+               .first(static_cast<std::size_t>((seq_len + block_tokens_ - 1) / block_tokens_))});
       tokens.insert(tokens.end(), r.tokens.begin(), r.tokens.end());
     }
     batch.token_ids = tokens;
@@ -171,6 +172,7 @@ class SequenceRunner {
   Engine& engine_;
   std::barrier<>* ranks_ = nullptr;
   int vocab_ = 0;
+  int block_tokens_ = 0;  // positions a block id names
   std::vector<std::vector<std::int32_t>> blocks_;
   std::set<RuntimeMode> modes_;
 };

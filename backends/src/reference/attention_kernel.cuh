@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "freezeframe/backends/dcp_shard.h"
 #include "freezeframe/core/convert.cuh"
 #include "kernels/block_reduce.cuh"
 
@@ -86,6 +87,9 @@ struct AttentionKernelParams {
   bool skip_single_token_queries = false;  // rows of one-token requests belong to a decode kernel
   bool use_alibi = false;
   float alibi[kMaxHeads] = {};
+  // Under DCP (dcp_world > 1) the keys are this rank's shard; a request's first new position.
+  const std::int32_t* first_positions = nullptr;
+  int dcp_world = 1, dcp_rank = 0, dcp_interleave = 1;
 };
 
 template <typename QT, typename OT, typename Kv, int kValuesPerThread>
@@ -123,8 +127,15 @@ __global__ void __launch_bounds__(kAttentionThreads)
   const int query_len = p.query_start_loc[req + 1] - p.query_start_loc[req];
   if (p.skip_single_token_queries && query_len == 1) return;
   const int kv_len = p.seq_lens[req];
-  const int pos = kv_len - query_len + (row - p.query_start_loc[req]);  // the query's position
-  int first = 0, last = p.causal ? pos : kv_len - 1;
+  // The query's position in its sequence and, causally, the last key it sees: over a DCP
+  // shard the keys at positions <= pos are the shard's first dcp_shard_tokens(pos + 1).
+  const bool sharded = p.dcp_world > 1;
+  const int pos =
+      (sharded ? p.first_positions[req] : kv_len - query_len) + (row - p.query_start_loc[req]);
+  int first = 0, last = kv_len - 1;
+  if (p.causal) {
+    last = sharded ? dcp_shard_tokens(pos + 1, p.dcp_world, p.dcp_interleave, p.dcp_rank) - 1 : pos;
+  }
   if (p.sliding_window > 0) {
     first = max(0, pos - p.sliding_window + 1);
     if (!p.causal) last = min(last, pos + p.sliding_window - 1);

@@ -44,6 +44,14 @@ AttentionKernelParams<QT, OT, Kv> common_params(const AttentionLaunch& l, const 
   p.skip_single_token_queries = l.skip_single_token_queries;
   p.use_alibi = !l.alibi_slopes.empty();
   std::copy(l.alibi_slopes.begin(), l.alibi_slopes.end(), p.alibi);
+  if (l.dcp.world_size > 1) {
+    FF_CHECK(l.first_positions != nullptr, ErrorCode::kInternal,
+             "reference attention over a DCP shard needs the requests' positions");
+    p.first_positions = l.first_positions;
+    p.dcp_world = l.dcp.world_size;
+    p.dcp_rank = l.dcp.rank;
+    p.dcp_interleave = l.dcp.interleave_size;
+  }
   return p;
 }
 

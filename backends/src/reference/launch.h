@@ -8,6 +8,7 @@
 #include <span>
 
 #include "freezeframe/backends/attention_metadata.h"
+#include "freezeframe/backends/attention_params.h"
 #include "freezeframe/core/tensor.h"
 
 namespace freezeframe::reference {
@@ -27,6 +28,11 @@ struct AttentionLaunch {
   bool causal = true;
   bool skip_single_token_queries = false;  ///< leave rows of one-token requests untouched
   std::span<const float> alibi_slopes;
+  /// Under decode context parallelism (dcp.world_size > 1): the keys are the rank's shard of
+  /// each sequence, and first_positions (device, a request each: its first new token's
+  /// position in the whole sequence, positions_plan.h) gives each row's causal mask over it.
+  const std::int32_t* first_positions = nullptr;
+  DcpGroup dcp;
 };
 
 /// Keys and values in the paged cache: element (block, offset, head, d) at

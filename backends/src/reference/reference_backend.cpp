@@ -5,6 +5,7 @@
 #include "freezeframe/core/error.h"
 #include "kernels/cache_write.h"
 #include "reference/launch.h"
+#include "reference/positions_plan.h"
 #include "reference/reference_backends.h"
 #include "validate.h"
 
@@ -60,6 +61,12 @@ void ReferenceImpl::forward(const AttentionLayer& layer, const TensorView& query
   launch.sliding_window = p.sliding_window.value_or(0);
   launch.causal = p.attn_type == AttentionType::kDecoder;
   launch.alibi_slopes = p.alibi_slopes;
+  if (dcp_world_size() > 1) {
+    // The keys are this rank's shard: rows are masked by their positions, which the plan
+    // holds (read under DCP only, where seq_lens no longer imply them).
+    launch.first_positions = static_cast<const std::int32_t*>(md.plan);
+    launch.dcp = dcp_group();
+  }
 
   if (!uses_kv_cache(p.attn_type)) {
     // Encoder / encoder-only: bidirectional over the step's own rows, no cache.
@@ -105,6 +112,13 @@ class ReferenceBackend final : public AttentionBackend {
   GraphSupport graph_support() const override { return GraphSupport::kAlways; }
   bool accept_output_buffer() const override { return true; }
   bool supports_quant_query_input() const override { return false; }
+  bool supports_dcp_prefill() const override { return true; }
+  std::size_t plan_bytes(const BatchLimits& limits, const DeviceProperties&) const override {
+    return reference::positions_plan_bytes(limits);
+  }
+  void plan(const CommonAttentionMetadata& common, std::span<std::byte> slice) const override {
+    reference::write_positions_plan(common, slice);
+  }
   std::span<const int> supported_head_sizes() const override { return kHeadSizes; }
   std::span<const DType> supported_kv_cache_dtypes() const override { return kCacheDTypes; }
 
@@ -122,6 +136,11 @@ class ReferenceBackend final : public AttentionBackend {
                "encoder_decoder (cross) attention supports neither alibi_slopes nor "
                "sliding_window: key positions are the encoder's, not the query's");
     }
+    // Under DCP a key's index in the shard is not its position: a window or ALiBi bias would
+    // need the position (the spec refuses them too).
+    FF_CHECK(dcp.world_size == 1 || (p.alibi_slopes.empty() && !p.sliding_window), E::kUnsupported,
+             "backend 'reference' under decode context parallelism (", dcp.world_size,
+             " ranks) supports neither alibi_slopes nor sliding_window");
     return std::make_unique<ReferenceImpl>(p, dcp);
   }
 };

@@ -29,6 +29,8 @@ class DcpAware {
 
   [[nodiscard]] int dcp_world_size() const { return dcp_.world_size; }
   [[nodiscard]] int dcp_rank() const { return dcp_.rank; }
+  /// The group whole: world size, rank and interleave size.
+  [[nodiscard]] const DcpGroup& dcp_group() const { return dcp_; }
   /// Whether forward can also write the log-sum-exp (natural log) of each (token, head).
   [[nodiscard]] virtual bool can_return_lse_for_decode() const = 0;
   /// True when the KV cache is sharded over a DCP group, so decode must return LSE for merging.
