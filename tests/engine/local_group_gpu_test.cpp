@@ -1,8 +1,8 @@
 // The local group: T ranks as threads on one GPU, each with its own stream. Every collective
 // against the host's answer, for 2, 3 and 4 ranks, f32 and bf16, counts over many blocks and
 // of odd sizes, an all-reduce in place, into poisoned outputs: eagerly, then each rank's
-// sequence of collectives captured in its own graph and replayed with new inputs. Ranks that
-// call different collectives are refused on every rank.
+// sequence of collectives captured in its own graph and replayed with new inputs; and eagerly
+// in a host-synchronized group. Ranks that call different collectives are refused on every rank.
 
 #include <gtest/gtest.h>
 
@@ -108,13 +108,9 @@ void check(Op op, std::size_t count, int world, int r, DType dtype, const Rank& 
   }
 }
 
-class LocalGroupRanks : public ::testing::TestWithParam<int> {};
-
-TEST_P(LocalGroupRanks, EveryCollectiveEagerlyAndReplayedFromGraphs) {
-  FF_REQUIRE_GPU();
-  const int world = GetParam();
-  LocalGroup group(world);
-  ASSERT_EQ(group.world_size(), world);
+/// Every collective of `group` eagerly and, with `graphs`, captured and replayed.
+void check_every_collective(LocalGroup& group, bool graphs) {
+  const int world = group.world_size();
   std::mt19937 rng(static_cast<unsigned>(world));
   for (const DType dtype : {DType::kF32, DType::kBF16}) {
     for (const std::size_t count : {std::size_t(1), std::size_t(37), std::size_t(100'003)}) {
@@ -156,6 +152,7 @@ TEST_P(LocalGroupRanks, EveryCollectiveEagerlyAndReplayedFromGraphs) {
 
       // Each rank captures its graph of one collective; replayed three times with new inputs.
       for (const Op op : kOps) {
+        if (!graphs) break;
         std::vector<GraphExec> graphs(world);
         group.run([&](int r) {
           graphs[r] = GraphExec(capture_graph(
@@ -173,6 +170,49 @@ TEST_P(LocalGroupRanks, EveryCollectiveEagerlyAndReplayedFromGraphs) {
       }
     }
   }
+}
+
+class LocalGroupRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(LocalGroupRanks, EveryCollectiveEagerlyAndReplayedFromGraphs) {
+  FF_REQUIRE_GPU();
+  LocalGroup group(GetParam());
+  ASSERT_EQ(group.world_size(), GetParam());
+  EXPECT_EQ(group.sync(), LocalGroup::Sync::kDevice);
+  check_every_collective(group, /*graphs=*/true);
+}
+
+// Host-synchronized (what compute-sanitizer can run): the same results, eagerly; a capture is
+// refused on every rank, and the group goes on.
+TEST_P(LocalGroupRanks, EveryCollectiveSynchronizedOnTheHost) {
+  FF_REQUIRE_GPU();
+  LocalGroup group(GetParam(), LocalGroup::Sync::kHost);
+  check_every_collective(group, /*graphs=*/false);
+  const int world = group.world_size();
+  std::vector<Rank> ranks(static_cast<std::size_t>(world));
+  for (Rank& rank : ranks) {
+    rank.send = DeviceBuffer(1024);
+    rank.recv = DeviceBuffer(1024);
+  }
+  std::vector<std::string> messages(static_cast<std::size_t>(world));
+  group.run([&](int r) {
+    try {
+      (void)capture_graph(ranks[r].stream.get(), [&] {
+        group.rank(r).all_reduce(ranks[r].send.data(), ranks[r].recv.data(), 4, DType::kF32,
+                                 ranks[r].stream.get());
+      });
+    } catch (const Error& e) {
+      messages[r] = e.message();
+    }
+  });
+  for (const std::string& m : messages) {
+    EXPECT_NE(m.find("no graph can capture it"), std::string::npos) << m;
+  }
+  group.run([&](int r) {
+    group.rank(r).all_reduce(ranks[r].send.data(), ranks[r].recv.data(), 4, DType::kF32,
+                             ranks[r].stream.get());
+    ranks[r].stream.synchronize();
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, LocalGroupRanks, ::testing::Values(1, 2, 3, 4));

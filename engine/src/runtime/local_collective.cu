@@ -132,7 +132,48 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) c.epochs[c.rank * kMaxBlocks + blockIdx.x] = e;
 }
 
+struct Sum {
+  const void* sends[kMaxRanks] = {};
+  int world = 1;
+  std::size_t offset = 0, count = 0;
+  void* out = nullptr;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) sum_kernel(const __grid_constant__ Sum s) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < s.count;
+       i += stride) {
+    float sum = 0.0f;
+    for (int r = 0; r < s.world; ++r)
+      sum += to_float(static_cast<const T*>(s.sends[r])[s.offset + i]);
+    static_cast<T*>(s.out)[i] = from_float<T>(sum);
+  }
+}
+
 }  // namespace
+
+void launch_sum(const void* const* sends, int world, std::size_t offset, std::size_t count,
+                DType dtype, void* out, cudaStream_t stream) {
+  if (count == 0) return;
+  Sum s;
+  std::copy(sends, sends + world, s.sends);
+  s.world = world;
+  s.offset = offset;
+  s.count = count;
+  s.out = out;
+  const int blocks =
+      static_cast<int>(std::min<std::size_t>(1024, (count + kThreads - 1) / kThreads));
+  switch (dtype) {
+    case DType::kBF16: sum_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(s); break;
+    case DType::kF16: sum_kernel<__half><<<blocks, kThreads, 0, stream>>>(s); break;
+    case DType::kF32: sum_kernel<float><<<blocks, kThreads, 0, stream>>>(s); break;
+    default:
+      FF_THROW(ErrorCode::kUnsupported, "local group: sums of ", name_of(dtype),
+               " (f32, bf16 or f16 only)");
+  }
+  FF_CHECK_LAUNCH();
+}
 
 void launch(const Collective& collective, cudaStream_t stream) {
   if (collective.count == 0) return;

@@ -39,4 +39,9 @@ struct Collective {
 /// count and dtype). Reductions of f32, bf16 and f16, summed in f32.
 void launch(const Collective& c, cudaStream_t stream);
 
+/// out[i] = Σ over r < world of sends[r][offset + i], i < count, in f32 in rank order and
+/// rounded once (as the collective kernel sums), waiting for nothing: LocalGroup::Sync::kHost.
+void launch_sum(const void* const* sends, int world, std::size_t offset, std::size_t count,
+                DType dtype, void* out, cudaStream_t stream);
+
 }  // namespace freezeframe::local_group

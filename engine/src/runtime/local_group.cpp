@@ -42,14 +42,16 @@ struct Call {
 
 struct LocalGroup::State {
   int world = 1;
+  Sync sync = Sync::kDevice;
   DeviceBuffer flags;  // arrived, left, epochs: [kMaxRanks][kMaxBlocks] each
   std::barrier<> meeting;
   std::array<Call, kMaxRanks> calls{};
   std::vector<std::unique_ptr<Communicator>> ranks;
+  std::array<DeviceBuffer, kMaxRanks> scratch;  // Sync::kHost: each rank's result before its copy
 
   int device = 0;  // the CUDA device the group lives on
 
-  explicit State(int world_size) : world(world_size), meeting(world_size) {}
+  State(int world_size, Sync how) : world(world_size), sync(how), meeting(world_size) {}
 
   [[nodiscard]] std::uint32_t* flag_array(int which) const {
     return static_cast<std::uint32_t*>(flags.data()) +
@@ -65,10 +67,10 @@ struct LocalGroup::State {
     return all;
   }
 
-  void run(int rank, const Call& call, cudaStream_t stream) {
+  /// Every rank's call, checked alike on every rank: a mismatch is refused on all of them (none
+  /// is left waiting for a rank that threw).
+  std::array<Call, kMaxRanks> meet_and_check(int rank, const Call& call) {
     const std::array<Call, kMaxRanks> all = meet(rank, call);
-    // Every rank sees the same table, so a mismatch is refused on every rank alike (none is
-    // left waiting in a kernel for a rank that threw).
     for (int r = 1; r < world; ++r) {
       FF_CHECK(all[r].kind == all[0].kind && all[r].count == all[0].count &&
                    all[r].dtype == all[0].dtype,
@@ -82,6 +84,12 @@ struct LocalGroup::State {
                  call.dtype == DType::kF16,
              E::kUnsupported, "local group: ", name_of(call.kind), " of ", name_of(call.dtype),
              " (sums are of f32, bf16 or f16)");
+    return all;
+  }
+
+  void run(int rank, const Call& call, cudaStream_t stream) {
+    if (sync == Sync::kHost) return run_on_host(rank, call, stream);
+    const std::array<Call, kMaxRanks> all = meet_and_check(rank, call);
     local_group::Collective c;
     c.kind = call.kind;
     c.rank = rank;
@@ -107,6 +115,56 @@ struct LocalGroup::State {
     // collective spins for a rank that has not yet launched its own would wait forever.
     meeting.arrive_and_wait();
     if (failed) std::rethrow_exception(failed);
+  }
+
+  /// Sync::kHost: no kernel waits for another rank's (local_group.h).
+  void run_on_host(int rank, const Call& call, cudaStream_t stream) {
+    // Every rank of a group captures the same collectives, so each refuses alike here.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    FF_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+    FF_CHECK(capturing == cudaStreamCaptureStatusNone, E::kUnsupported,
+             "local group: ", name_of(call.kind),
+             " waits for the host in a host-synchronized group (LocalGroup::Sync::kHost), so no "
+             "graph can capture it");
+    FF_CUDA_CHECK(cudaStreamSynchronize(stream));  // this rank's send is written
+    const std::array<Call, kMaxRanks> all = meet_and_check(rank, call);
+    const std::size_t block = call.count * size_of(call.dtype);
+    const std::size_t result =
+        call.kind == Kind::kAllGather || call.kind == Kind::kAllToAll ? block * world : block;
+    DeviceBuffer& out = scratch[static_cast<std::size_t>(rank)];
+    std::exception_ptr failed;
+    try {
+      if (out.bytes() < result) out = DeviceBuffer(result);
+      auto* dst = static_cast<std::uint8_t*>(out.data());
+      const void* sends[kMaxRanks] = {};
+      for (int r = 0; r < world; ++r) sends[r] = all[r].send;
+      switch (call.kind) {
+        case Kind::kAllGather:
+        case Kind::kAllToAll:
+          for (int r = 0; r < world; ++r) {
+            const std::size_t from = call.kind == Kind::kAllToAll ? rank * block : 0;
+            FF_CUDA_CHECK(cudaMemcpyAsync(dst + r * block,
+                                          static_cast<const std::uint8_t*>(sends[r]) + from, block,
+                                          cudaMemcpyDeviceToDevice, stream));
+          }
+          break;
+        case Kind::kReduceScatter:
+        case Kind::kAllReduce: {
+          const std::size_t offset = call.kind == Kind::kReduceScatter ? rank * call.count : 0;
+          local_group::launch_sum(sends, world, offset, call.count, call.dtype, dst, stream);
+          break;
+        }
+      }
+      FF_CUDA_CHECK(cudaStreamSynchronize(stream));
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    meeting.arrive_and_wait();  // every rank has read the sends: receives may be overwritten
+    if (failed) std::rethrow_exception(failed);
+    if (result > 0) {
+      FF_CUDA_CHECK(
+          cudaMemcpyAsync(call.recv, out.data(), result, cudaMemcpyDeviceToDevice, stream));
+    }
   }
 };
 
@@ -142,10 +200,10 @@ class LocalRank final : public Communicator {
 
 }  // namespace
 
-LocalGroup::LocalGroup(int world_size) {
+LocalGroup::LocalGroup(int world_size, Sync sync) {
   FF_CHECK(world_size >= 1 && world_size <= kMaxRanks, E::kInvalidArgument, "local group of ",
            world_size, " ranks: it holds 1 to ", kMaxRanks);
-  state_ = std::make_unique<State>(world_size);
+  state_ = std::make_unique<State>(world_size, sync);
   FF_CUDA_CHECK(cudaGetDevice(&state_->device));
   const std::size_t bytes = 3 * sizeof(std::uint32_t) * kMaxRanks * local_group::kMaxBlocks;
   state_->flags = DeviceBuffer(bytes);
@@ -158,6 +216,8 @@ LocalGroup::LocalGroup(int world_size) {
 LocalGroup::~LocalGroup() = default;
 
 int LocalGroup::world_size() const { return state_->world; }
+
+LocalGroup::Sync LocalGroup::sync() const { return state_->sync; }
 
 Communicator& LocalGroup::rank(int r) {
   FF_CHECK(r >= 0 && r < state_->world, E::kInvalidArgument, "local group: rank ", r, " of ",

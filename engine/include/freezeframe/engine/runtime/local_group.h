@@ -22,6 +22,14 @@
 //
 // Sums are taken in f32 and rounded once to the dtype (NCCL adds 16-bit values in their own
 // type), so 16-bit results may differ from NCCL's in the last place.
+//
+// Sync::kHost is for tools that run kernels one at a time, such as compute-sanitizer, under
+// which ranks waiting for each other inside their kernels would never meet: each collective
+// waits for the rank's stream, meets the other ranks on the host, computes the rank's result
+// into a scratch buffer of the group's (plain copies and a summing kernel that waits for no
+// one), meets them again once every rank has read the sends, and copies the result into the
+// receive. Eager only: it waits for the host, so a capture is refused (on every rank alike);
+// the scratch grows with the largest collective, the one allocation this mode makes per step.
 
 #include <functional>
 #include <memory>
@@ -35,14 +43,19 @@ class LocalGroup {
   /// The largest group: a deployment of more ranks than this on one GPU is no trial of anything.
   static constexpr int kMaxRanks = 8;
 
+  /// How the ranks' collectives wait for each other: in their kernels, on the device (graphs
+  /// replay them; the default), or on the host between the ranks' streams (eager only).
+  enum class Sync { kDevice, kHost };
+
   /// A group of `world_size` ranks on the current CUDA device (kInvalidArgument outside
   /// [1, kMaxRanks]).
-  explicit LocalGroup(int world_size);
+  explicit LocalGroup(int world_size, Sync sync = Sync::kDevice);
   ~LocalGroup();
   LocalGroup(const LocalGroup&) = delete;
   LocalGroup& operator=(const LocalGroup&) = delete;
 
   [[nodiscard]] int world_size() const;
+  [[nodiscard]] Sync sync() const;
   /// Rank r's communicator, valid while the group lives. Each rank's collectives are called
   /// from its own host thread: a collective returns once every rank has enqueued it.
   [[nodiscard]] Communicator& rank(int r);
