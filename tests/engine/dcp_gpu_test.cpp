@@ -7,7 +7,9 @@
 // 128-token plan tile), then decode, so steps mix prefill and decode rows and the early ones
 // have shards shorter than D · I (some empty). Run eagerly and in graphs (full for decode-only
 // steps, piecewise for mixed ones, eager past the largest captured size), against the one-rank
-// engine run the same way, on the fast backend and the reference backend. Tolerance: a relative L2
+// engine run the same way, on the fast backend and the reference backend, and for a
+// DeepSeek-V2-Lite-shaped MLA model (no query gather: each rank attends its group's heads to
+// its shard of the latent, the merge hands it its own). Tolerance: a relative L2
 // of 1e-2 (bf16; the merge adds the shards' partial outputs in another order than one softmax
 // does).
 
@@ -45,13 +47,32 @@ using testing::relative_l2;
 const bool kEagerLoading = setenv("CUDA_MODULE_LOADING", "EAGER", 0) == 0;
 
 constexpr double kTolerance = 1e-2;
-constexpr int kSequences = 4, kSteps = 40, kVocab = 128256, kBlockSize = 16, kChunk = 8;
+constexpr int kSequences = 4, kSteps = 40, kBlockSize = 16, kChunk = 8;
 // Each sequence's prompt and the step it starts at; the last prompt comes in one chunk.
 constexpr int kPrompt[kSequences] = {1, 5, 37, 150};
 constexpr int kStart[kSequences] = {0, 0, 2, 10};
 
-std::string spec_text(int t, int d, int interleave, const std::string& graphs,
-                      const std::string& backend = "paged_decode") {
+/// DeepSeek-V2-Lite's attention and dense MLP (two layers; its query uncompressed): every rank
+/// holds the whole latent cache's shape, so D may equal T.
+std::string mla_model() {
+  return "model:\n"
+         "  name: deepseek-v2-lite-shaped\n"
+         "  num_layers: 2\n"
+         "  hidden_size: 2048\n"
+         "  num_heads: 16\n"
+         "  intermediate_size: 10944\n"
+         "  vocab_size: 102400\n"
+         "  tie_word_embeddings: false\n"
+         "  dtype: bf16\n"
+         "  rope_theta: 10000\n"
+         "  max_position_embeddings: 2048\n"
+         "  mla: {kv_lora_rank: 512, q_lora_rank: null, qk_nope_head_dim: 128,\n"
+         "        qk_rope_head_dim: 64, v_head_dim: 128}\n"
+         "  attention:\n"
+         "    backend: reference_mla\n";
+}
+
+std::string dense_model(const std::string& backend) {
   return "model:\n"
          "  name: llama-3.1-8b-shaped\n"
          "  num_layers: 2\n"
@@ -66,8 +87,13 @@ std::string spec_text(int t, int d, int interleave, const std::string& graphs,
          "  max_position_embeddings: 2048\n"
          "  attention:\n"
          "    backend: " +
-         backend +
-         "\n"
+         backend + "\n";
+}
+
+std::string spec_text(int t, int d, int interleave, const std::string& graphs,
+                      const std::string& backend = "paged_decode") {
+  const std::string model = backend == "reference_mla" ? mla_model() : dense_model(backend);
+  return model +
          "cache:\n  block_size: 16\n  memory_budget: 4GiB\n"
          "scheduler:\n  max_num_seqs: 16\n  max_num_batched_tokens: 256\n"
          "cuda_graphs:\n  mode: " +
@@ -102,7 +128,7 @@ RankRun run_steps(Engine& engine, int d, std::barrier<>* ranks,
   // The token ids from a generator of their own: every d draws the same ones (the shuffle
   // below draws as many numbers as the pool, which d sizes).
   std::mt19937 token_rng(7), block_rng(11);
-  std::uniform_int_distribution<std::int32_t> token(0, kVocab - 1);
+  std::uniform_int_distribution<std::int32_t> token(0, engine.limits().vocab_size - 1);
   std::vector<std::vector<std::int32_t>> ids(kSequences);
   for (auto& seq : ids) {
     seq.resize(static_cast<std::size_t>(longest));
@@ -223,7 +249,7 @@ TEST_P(DecodeContextParallel, RanksGiveTheLogitsOfOneRank) {
 }
 
 // (T, D) over (2, 1), (2, 2), (4, 2), (4, 4), I over 1 and 16 (D = 1 holds no shard: I is
-// moot), on the fast backend and the reference backend.
+// moot), on the fast backend and the reference backend; and an MLA model at three of them.
 std::vector<Case> groups() {
   std::vector<Case> cases;
   for (const char* backend : {"paged_decode", "reference"}) {
@@ -231,6 +257,10 @@ std::vector<Case> groups() {
     for (const auto& [t, d] : {std::pair{2, 2}, std::pair{4, 2}, std::pair{4, 4}}) {
       for (const int interleave : {1, 16}) cases.push_back({t, d, interleave, backend});
     }
+  }
+  // An MLA model: each rank attends its group's heads against its shard of the latent.
+  for (const Case& c : {Case{2, 2, 16, ""}, Case{4, 2, 1, ""}, Case{4, 4, 16, ""}}) {
+    cases.push_back({c.t, c.d, c.interleave, "reference_mla"});
   }
   return cases;
 }

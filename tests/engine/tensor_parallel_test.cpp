@@ -107,8 +107,10 @@ tp:
 }
 
 TEST(TensorParallel, DcpRanksAttendTheirGroupsHeads) {
-  // DeepSeek-V2-Lite, 16 heads, T = 4, D = 4: a rank's q_proj has 16/4 = 4 heads, and its
-  // attention computes the 4 · 4 = 16 queries its DCP group gathers, each with its LSE.
+  // DeepSeek-V2-Lite, 16 heads, T = 4, D = 4: a rank owns 16/4 = 4 heads (its o_proj columns),
+  // and its MLA attention computes the 4 · 4 = 16 heads of its DCP group against its shard of
+  // the latent, each with its LSE: it holds their q_proj and kv_b_proj rows (the query's input
+  // is on every rank, so nothing is gathered), and the merge hands it back its own 4.
   const EngineSpec spec = with_parallel("deepseek-v2-lite.yaml", 4, 4);
   const TpShard shard = tp_shard(spec);
   EXPECT_EQ(shard.query_heads, 4);
@@ -116,7 +118,32 @@ TEST(TensorParallel, DcpRanksAttendTheirGroupsHeads) {
   EXPECT_EQ(shard.kv_heads, 1) << "the latent, on every rank";
   const ModelProgram program = build_model_program(spec);
   EXPECT_EQ(program.tensors[program.tensor_index("layers.0.attn_lse")].width, 16);
-  EXPECT_EQ(program.tensors[program.tensor_index("layers.0.attn_out")].width, 16 * 128);
+  EXPECT_EQ(program.tensors[program.tensor_index("layers.0.attn_partial")].width, 16 * 128);
+  EXPECT_EQ(program.tensors[program.tensor_index("layers.0.attn_out")].width, 4 * 128);
+  auto shape_of = [&](const std::string& name) {
+    for (const ProgramWeight& w : program.weights) {
+      if (w.name == name) return w.shape;
+    }
+    ADD_FAILURE() << "no weight " << name;
+    return std::vector<std::int64_t>{};
+  };
+  EXPECT_EQ(shape_of("layers.0.self_attn.q_proj"), (std::vector<std::int64_t>{16 * 192, 2048}));
+  EXPECT_EQ(shape_of("layers.0.self_attn.kv_b_proj"), (std::vector<std::int64_t>{16 * 256, 512}));
+  EXPECT_EQ(shape_of("layers.0.self_attn.o_proj"), (std::vector<std::int64_t>{2048, 4 * 128}));
+  // Each DCP group holds all 16 heads' rows from the start; o_proj stays the rank's own.
+  for (int r = 0; r < 4; ++r) {
+    const WeightShard q = weight_shard(spec, "layers.0.self_attn.q_proj", r);
+    EXPECT_EQ(q.axis, 0);
+    EXPECT_EQ(q.offset, 0);
+    EXPECT_EQ(q.whole, 16 * 192);
+    EXPECT_EQ(weight_shard(spec, "layers.0.self_attn.kv_b_proj", r).offset, 0);
+    EXPECT_EQ(weight_shard(spec, "layers.0.self_attn.o_proj", r).offset, r * 4 * 128);
+  }
+  // T = 4, D = 2: two groups of two ranks, each attending its group's 8 heads.
+  const EngineSpec pairs = with_parallel("deepseek-v2-lite.yaml", 4, 2);
+  EXPECT_EQ(weight_shard(pairs, "layers.0.self_attn.q_proj", 1).offset, 0);
+  EXPECT_EQ(weight_shard(pairs, "layers.0.self_attn.q_proj", 2).offset, 8 * 192);
+  EXPECT_EQ(weight_shard(pairs, "layers.0.self_attn.kv_b_proj", 3).offset, 8 * 256);
 }
 
 // KV capacity in tokens of a deployment: num_blocks · block_size · D (a block id names a virtual
@@ -161,10 +188,11 @@ TEST(TensorParallel, KvCapacityOfAReplicatedLatentGrowsWithDcp) {
   EXPECT_GT(c21.blocks, c11.blocks);
   EXPECT_LT(c21.blocks, 2 * c11.blocks);
   EXPECT_EQ(c21.tokens, c21.blocks * 16);
-  // DCP over the 2 ranks: nearly the same blocks a rank (its activations grow a little by the
-  // gathered queries), each holding 2 · 16 positions.
+  // DCP over the 2 ranks: nearly the same blocks a rank, each holding 2 · 16 positions (a rank
+  // holds the query and key/value up-projection rows of its group's heads, and its attention's
+  // activations grow by them: 1.2% of its blocks here).
   EXPECT_EQ(c22.tokens, c22.blocks * 16 * 2);
-  EXPECT_GT(c22.tokens, 2 * c21.tokens * 99 / 100);
+  EXPECT_GT(c22.tokens, 2 * c21.tokens * 98 / 100);
   EXPECT_EQ(c44.tokens, c44.blocks * 16 * 4);
   EXPECT_GT(c44.tokens, 4 * c11.tokens);
 }

@@ -72,6 +72,7 @@ struct RopeCacheParams {
   std::int64_t cache_stride_block, cache_stride_token;
   const std::int32_t* query_start_loc;
   const std::int32_t* seq_lens;
+  const std::int32_t* first_positions;  // null: seq_len − new tokens
   const std::int64_t* slot_mapping;
   int num_reqs, num_heads, nope, rope, kv_lora_rank, block_size;
   float rope_theta;
@@ -92,7 +93,9 @@ __global__ void rope_and_cache_kernel(const __grid_constant__ RopeCacheParams p)
   if (row >= p.query_start_loc[p.num_reqs]) return;  // padding
   const int req = find_request(p.query_start_loc, 0, p.num_reqs, row);
   const int query_len = p.query_start_loc[req + 1] - p.query_start_loc[req];
-  const int pos = p.seq_lens[req] - query_len + (row - p.query_start_loc[req]);
+  const int first =
+      p.first_positions != nullptr ? p.first_positions[req] : p.seq_lens[req] - query_len;
+  const int pos = first + (row - p.query_start_loc[req]);
   const int half = p.rope / 2;
 
   for (int idx = threadIdx.x; idx < p.num_heads * half; idx += blockDim.x) {
@@ -230,9 +233,10 @@ void launch_projection(const Projection& p, cudaStream_t stream) {
 void launch_mla_rope_and_cache(const MlaParams& params, const TensorView& q,
                                const TensorView& kv_c_normed, const TensorView& k_pe,
                                const TensorView& kv_cache, const AttentionMetadata& md,
-                               cudaStream_t stream) {
+                               const std::int32_t* first_positions, cudaStream_t stream) {
   if (md.num_tokens == 0) return;
   RopeCacheParams p{};
+  p.first_positions = first_positions;
   p.q = q.data_as<float>();
   p.q_stride_token = q.stride(0);
   p.q_stride_head = q.stride(1);

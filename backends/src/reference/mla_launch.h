@@ -28,11 +28,14 @@ void launch_projection(const Projection& p, cudaStream_t stream);
 
 /// Rotates q_pe (the last qk_rope dims of each head of q [T, H, nope + rope], f32, in place)
 /// and k_pe at each token's position, and writes [kv_c, rotated k_pe] into the latent cache at
-/// slot_mapping (−1 skips). Interleaved (GPT-J) pairs, frequency θ^(−2i/rope).
+/// slot_mapping (−1 skips). Interleaved (GPT-J) pairs, frequency θ^(−2i/rope). A token's
+/// position is its request's first new position plus its index among the new tokens: from
+/// `first_positions` (device, a request each) when given, as under DCP, where seq_lens count a
+/// shard; else seq_len − new tokens.
 void launch_mla_rope_and_cache(const MlaParams& params, const TensorView& q,
                                const TensorView& kv_c_normed, const TensorView& k_pe,
                                const TensorView& kv_cache, const AttentionMetadata& md,
-                               cudaStream_t stream);
+                               const std::int32_t* first_positions, cudaStream_t stream);
 
 /// Decode rows [0, rows): q_abs[t, h] = [W_UK[h]ᵀ · q_nope[t, h], q_pe[t, h]] (f32).
 void launch_mla_absorb_query(const MlaParams& params, const TensorView& q,

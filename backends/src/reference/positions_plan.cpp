@@ -13,8 +13,8 @@ std::size_t positions_plan_bytes(const BatchLimits& limits) {
 void write_positions_plan(const CommonAttentionMetadata& common, std::span<std::byte> slice) {
   const std::size_t num_reqs = common.seq_lens.size();
   FF_CHECK(num_reqs * sizeof(std::int32_t) <= slice.size(), ErrorCode::kInternal,
-           "the positions plan of ", num_reqs, " requests does not fit its slice of ",
-           slice.size(), " bytes");
+           "the positions plan of ", num_reqs, " requests does not fit its slice of ", slice.size(),
+           " bytes");
   const bool sharded = !common.dcp_context_lens.empty();
   FF_CHECK(!sharded || common.dcp_context_lens.size() >= num_reqs, ErrorCode::kInternal,
            "the step's DCP context lengths cover ", common.dcp_context_lens.size(), " of its ",

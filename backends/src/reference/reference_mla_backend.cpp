@@ -8,6 +8,9 @@
 //                            out   = W_UV[h] · o_lat
 //   prefill rows (expanded): k = [W_UK[h] c_j, k_pe_j], v = W_UV[h] c_j for every context
 //                            position, then causal attention of q over k, v → out.
+// Under decode context parallelism the cache holds the rank's shard of each sequence and the
+// positions (rotary embedding, the causal mask over the shard) come from the plan hook, each
+// request's first new position; the LSE lets the engine merge the ranks' partial outputs.
 // Both paths compute the same function; decode reads R + rope values per position instead
 // of H·(nope + rope + v).
 
@@ -18,6 +21,7 @@
 #include "freezeframe/core/error.h"
 #include "reference/launch.h"
 #include "reference/mla_launch.h"
+#include "reference/positions_plan.h"
 #include "reference/reference_backends.h"
 #include "validate.h"
 
@@ -153,9 +157,17 @@ void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq
   q_proj.n_out = h * (nope + rope);
   q_proj.k = p.q_lora_rank;
   reference::launch_projection(q_proj, stream);
-  reference::launch_mla_rope_and_cache(p, q, kv_c, k_pe, kv_cache, md, stream);
+  // Under DCP seq_lens count this rank's shard: positions come from the plan, and every row
+  // is masked over the shard by its position (reference/positions_plan.h).
+  const auto* first_positions =
+      dcp_world_size() > 1 ? static_cast<const std::int32_t*>(md.plan) : nullptr;
+  reference::launch_mla_rope_and_cache(p, q, kv_c, k_pe, kv_cache, md, first_positions, stream);
 
   reference::AttentionLaunch base;
+  if (dcp_world_size() > 1) {
+    base.first_positions = first_positions;
+    base.dcp = dcp_group();
+  }
   base.lse_ln = lse_ln;
   base.query_start_loc = md.query_start_loc;
   base.seq_lens = md.seq_lens;
@@ -252,6 +264,13 @@ class ReferenceMlaBackend final : public AttentionBackend {
   GraphSupport graph_support() const override { return GraphSupport::kUniformSingleTokenDecode; }
   bool accept_output_buffer() const override { return true; }
   bool supports_quant_query_input() const override { return false; }
+  bool supports_dcp_prefill() const override { return true; }
+  std::size_t plan_bytes(const BatchLimits& limits, const DeviceProperties&) const override {
+    return reference::positions_plan_bytes(limits);
+  }
+  void plan(const CommonAttentionMetadata& common, std::span<std::byte> slice) const override {
+    reference::write_positions_plan(common, slice);
+  }
   std::span<const int> supported_head_sizes() const override { return kLatentSizes; }
   std::span<const DType> supported_kv_cache_dtypes() const override { return kCacheDTypes; }
 

@@ -113,12 +113,16 @@ class ProgramBuilder {
           std::vector<int> weights = {}) {
     p_.ops.push_back({kind, layer, std::move(reads), std::move(writes), std::move(weights)});
   }
-  /// What an MLA attention op writes: its output, and with DCP its LSE for the merge (MLA's
-  /// DCP path, like its tensor parallelism, is still to be built: no merge follows yet).
-  std::vector<int> attention_writes(int l, int out) {
-    if (spec_.dcp.world_size == 1) return {out};
-    return {out, tensor(prefix(l) + "attn_lse", shard_.attention_heads, l, TensorHome::kActivation,
-                        DType::kF32)};
+  /// With DCP, the merge of an attention op's partial outputs (`group` heads of width `d`,
+  /// rank-major, and their LSE) into `out`, this rank's heads; its buffers are program tensors,
+  /// so the plan holds them at addresses fixed for the engine's life (graph replays).
+  void dcp_merge(int l, int partial, int lse, int out, std::int64_t group, std::int64_t d) {
+    const std::string pre = prefix(l);
+    op(OpKind::kDcpMerge, l, {partial, lse},
+       {out, tensor(pre + "dcp_out_send", group * d, l),
+        tensor(pre + "dcp_lse_send", group, l, TensorHome::kActivation, DType::kF32),
+        tensor(pre + "dcp_out_recv", group * d, l),
+        tensor(pre + "dcp_lse_recv", group, l, TensorHome::kActivation, DType::kF32)});
   }
   /// Over T ranks, the residual stream summed after an op that wrote partial sums.
   void all_reduce(int layer, int hidden) {
@@ -228,11 +232,7 @@ void ProgramBuilder::attention_block(int l, int hidden) {
     const int partial = tensor(pre + "attn_partial", group * d, l);
     const int lse = tensor(pre + "attn_lse", group, l, TensorHome::kActivation, DType::kF32);
     op(OpKind::kAttention, l, {qkv, q_group}, {partial, lse});
-    op(OpKind::kDcpMerge, l, {partial, lse},
-       {out, tensor(pre + "dcp_out_send", group * d, l),
-        tensor(pre + "dcp_lse_send", group, l, TensorHome::kActivation, DType::kF32),
-        tensor(pre + "dcp_out_recv", group * d, l),
-        tensor(pre + "dcp_lse_recv", group, l, TensorHome::kActivation, DType::kF32)});
+    dcp_merge(l, partial, lse, out, group, d);
   }
   op(OpKind::kOProjResidual, l, {out, hidden}, {hidden},
      {weight(pre + "self_attn.o_proj", {h, heads * d}, l)});
@@ -241,7 +241,10 @@ void ProgramBuilder::attention_block(int l, int hidden) {
 
 void ProgramBuilder::mla_block(int l, int hidden) {
   const MlaSpec& mla = *model_.mla;
+  // The impl computes `group` heads: this rank's, or under DCP its group's, every rank of which
+  // has the query's input already (no gather), each against its shard of the latent.
   const std::int64_t h = model_.hidden_size, heads = shard_.query_heads;
+  const std::int64_t group = shard_.attention_heads;
   const std::int64_t r = mla.kv_lora_rank, rope = mla.qk_rope_head_dim;
   const std::string pre = prefix(l);
   const int positions = positions_;
@@ -259,17 +262,25 @@ void ProgramBuilder::mla_block(int l, int hidden) {
   }
   const std::int64_t q_in_width = mla.q_lora_rank > 0 ? mla.q_lora_rank : h;
   const int q_proj = weight(pre + (mla.q_lora_rank > 0 ? "self_attn.q_b_proj" : "self_attn.q_proj"),
-                            {heads * (mla.qk_nope_head_dim + rope), q_in_width}, l);
+                            {group * (mla.qk_nope_head_dim + rope), q_in_width}, l);
   const int kv_a = tensor(pre + "kv_a", r + rope, l);
   op(OpKind::kMlaKvAProj, l, {x}, {kv_a},
      {weight(pre + "self_attn.kv_a_proj_with_mqa", {r + rope, h}, l)});
   const int kv_c = tensor(pre + "kv_c_normed", r, l);
   op(OpKind::kMlaKvANorm, l, {kv_a}, {kv_c}, {weight(pre + "self_attn.kv_a_layernorm", {r}, l)});
-  const int out = tensor(pre + "attn_out", shard_.attention_heads * mla.v_head_dim, l);
+  const int out = tensor(pre + "attn_out", heads * mla.v_head_dim, l);
   // kv_a is read again for k_pe (its last rope columns).
-  op(OpKind::kMlaAttention, l, {query_in, kv_c, kv_a, positions}, attention_writes(l, out),
-     {q_proj, weight(pre + "self_attn.kv_b_proj",
-                     {heads * (mla.qk_nope_head_dim + mla.v_head_dim), r}, l)});
+  const std::vector<int> weights = {
+      q_proj,
+      weight(pre + "self_attn.kv_b_proj", {group * (mla.qk_nope_head_dim + mla.v_head_dim), r}, l)};
+  if (spec_.dcp.world_size == 1) {
+    op(OpKind::kMlaAttention, l, {query_in, kv_c, kv_a, positions}, {out}, weights);
+  } else {
+    const int partial = tensor(pre + "attn_partial", group * mla.v_head_dim, l);
+    const int lse = tensor(pre + "attn_lse", group, l, TensorHome::kActivation, DType::kF32);
+    op(OpKind::kMlaAttention, l, {query_in, kv_c, kv_a, positions}, {partial, lse}, weights);
+    dcp_merge(l, partial, lse, out, group, mla.v_head_dim);
+  }
   op(OpKind::kOProjResidual, l, {out, hidden}, {hidden},
      {weight(pre + "self_attn.o_proj", {h, heads * mla.v_head_dim}, l)});
   all_reduce(l, hidden);

@@ -458,7 +458,8 @@ void ModelRunner::dcp_merge(const ProgramOp& op, int rows, cudaStream_t stream) 
   const TensorView out_recv = views_.tensors[op.writes[3]];
   const TensorView lse_recv = views_.tensors[op.writes[4]];
   const DType dtype = partial.dtype();
-  const std::int64_t heads = shard_.query_heads, d = spec_.model.head_size;
+  // A head's width: the model's head size, or an MLA model's value head size.
+  const std::int64_t heads = shard_.query_heads, d = out.size(1) / heads;
   const std::int64_t width = heads * d, out_count = std::int64_t(rows) * width;
   const std::int64_t lse_count = std::int64_t(rows) * heads;
   const auto elem = static_cast<std::int64_t>(size_of(dtype));
@@ -526,7 +527,15 @@ void ModelRunner::mla_attention(const ProgramOp& op, const RunShape& shape,
   const TensorView output(out.data(), out.dtype(), out_shape, out.device());
   std::optional<NvtxRange> range;
   if (ranges) range.emplace(layer.range);
-  layer.mla->forward(layer.state, query_in, kv_c, k_pe, layer.kv_cache, md, output, stream);
+  if (op.writes.size() == 1) {
+    layer.mla->forward(layer.state, query_in, kv_c, k_pe, layer.kv_cache, md, output, stream);
+    return;
+  }
+  // DCP: the group's heads against this rank's shard, with the LSE dcp_merge weighs them by.
+  const TensorView lse = views_.tensors[op.writes[1]];
+  const std::int64_t lse_shape[] = {rows, lse.size(1)};
+  layer.mla->forward(layer.state, query_in, kv_c, k_pe, layer.kv_cache, md, output, stream,
+                     TensorView(lse.data(), DType::kF32, lse_shape, lse.device()));
 }
 
 }  // namespace freezeframe

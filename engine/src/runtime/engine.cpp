@@ -57,9 +57,6 @@ void check_supported(const EngineSpec& spec, const EngineOptions& options) {
            comm == nullptr ? 0 : comm->rank() % dcp,
            " of its DCP group, but its DCP communicator is rank ",
            dcp_comm == nullptr ? 0 : dcp_comm->rank());
-  FF_CHECK(dcp == 1 || !spec.model.is_mla(), E::kUnsupported, spec.where("dcp.world_size"),
-           ": decode context parallelism of an MLA model is not run yet (its impl projects the "
-           "queries itself, from weights of the rank's own heads)");
   // Under DCP a backend that cannot mask prefill rows over a shard runs decode steps only:
   // graph modes that capture steps with prefill rows are refused with it.
   const CudaGraphMode mode = spec.cuda_graphs.mode;

@@ -76,9 +76,8 @@ void SpecParser::check_dcp() {
                   " (the ranks of a DCP group split the same KV heads by token)" + got);
     }
   }
-  // A rank attends its shard of a prefill chunk's context without a causal mask, where the
-  // keys' positions are not kept (docs/DESIGN.md, "Tensor parallelism"): nothing may depend on
-  // them.
+  // A key's index in a rank's shard is not its position (the causal mask over a shard is
+  // derived from the query's position alone, dcp_shard.h): nothing else may depend on it.
   for (int l = 0; dcp.world_size > 1 && model_ok_ && l < m.num_layers; ++l) {
     const LayerSpec& layer = m.layers[l];
     if (layer.sliding_window > 0 || layer.alibi) {

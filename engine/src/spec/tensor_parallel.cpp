@@ -44,14 +44,21 @@ WeightShard weight_shard(const EngineSpec& spec, std::string_view name, int tp_r
   if (suffix == "embed_tokens" || suffix == "lm_head") {
     return {0, r * s.vocab_rows, model.vocab_size};
   }
-  if (suffix == "self_attn.q_proj" || suffix == "self_attn.q_proj.bias" ||
-      suffix == "self_attn.q_b_proj") {
-    const std::int64_t per_head =
-        mla ? model.mla->qk_nope_head_dim + model.mla->qk_rope_head_dim : model.head_size;
-    return split(0, s.query_heads * per_head);
+  // An MLA impl projects its queries and up-projects the latent itself: under DCP, where it
+  // attends its whole group's heads (attention_heads, the group's consecutive ranks' heads), it
+  // holds their rows; the merge hands each rank back its own heads for o_proj.
+  auto mla_heads = [&](std::int64_t per_head) {
+    const std::int64_t d = spec.dcp.world_size;
+    return WeightShard{0, (r / d) * s.attention_heads * per_head, t * s.query_heads * per_head};
+  };
+  if (mla && (suffix == "self_attn.q_proj" || suffix == "self_attn.q_b_proj")) {
+    return mla_heads(model.mla->qk_nope_head_dim + model.mla->qk_rope_head_dim);
   }
   if (mla && suffix == "self_attn.kv_b_proj") {
-    return split(0, s.query_heads * (model.mla->qk_nope_head_dim + model.mla->v_head_dim));
+    return mla_heads(model.mla->qk_nope_head_dim + model.mla->v_head_dim);
+  }
+  if (suffix == "self_attn.q_proj" || suffix == "self_attn.q_proj.bias") {
+    return split(0, s.query_heads * model.head_size);
   }
   if (suffix == "self_attn.o_proj") {
     return split(1, s.query_heads * (mla ? model.mla->v_head_dim : model.head_size));

@@ -42,6 +42,8 @@ struct WeightShard {
 /// "layers.3.self_attn.o_proj") that tensor-parallel rank `tp_rank` holds. Query heads, MLP
 /// width and vocabulary split evenly; over more ranks than KV heads, rank r keeps KV head
 /// r div (T / num_kv_heads); norms, biases of replicated rows and MLA's compressions are whole.
+/// Under DCP an MLA rank holds the query and key/value up-projection rows of its whole DCP
+/// group's heads (its impl computes them all against its shard of the latent).
 [[nodiscard]] WeightShard weight_shard(const EngineSpec& spec, std::string_view name, int tp_rank);
 
 }  // namespace freezeframe
