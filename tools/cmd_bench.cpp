@@ -503,16 +503,11 @@ int run_bench(Args args) {
   }
   common.require_spec();
   if (!prefill.empty() && !batches_given) batches.clear();
-  // Ranks in more than one group (DCP groups inside the tensor-parallel one) need every kernel
-  // loaded before any runs (LocalGroup's note), decided before CUDA starts: only the spec's
-  // world sizes are read here, as loading it asks the GPU (a spec that fails is reported
-  // below, after the GPU's check).
-  if (std::getenv("CUDA_MODULE_LOADING") == nullptr) {
-    const std::optional<ParallelSizes> sizes = read_parallel_sizes(common.spec_path);
-    if (sizes && sizes->dcp > 1 && sizes->dcp < sizes->tp) {
-      setenv("CUDA_MODULE_LOADING", "EAGER", 1);
-    }
-  }
+  // Ranks sharing the GPU need CUDA set up for them (LocalGroup::prepare_process), decided
+  // before CUDA starts: only the spec's world sizes are read here, as loading it asks the GPU
+  // (a spec that fails is reported below, after the GPU's check).
+  const std::optional<ParallelSizes> sizes = read_parallel_sizes(common.spec_path);
+  if (sizes && sizes->tp > 1) LocalGroup::prepare_process();
   // A GPU this build has no code for is refused before the spec, whose backends query the
   // device; the prefill shapes are checked against the spec's limits before any GPU work.
   if (has_gpu()) require_usable_gpu();
@@ -543,21 +538,13 @@ int run_bench(Args args) {
                                                                 &std::fclose);
   FF_CHECK(nowhere != nullptr, ErrorCode::kInternal, "cannot open /dev/null");
   LocalGroup group(ranks);
-  // DCP groups: D consecutive ranks each (the tensor-parallel group itself when D = T).
-  std::vector<std::unique_ptr<LocalGroup>> dcp_groups;
-  for (int g = 0; dcp > 1 && dcp < ranks && g < ranks / dcp; ++g) {
-    dcp_groups.push_back(std::make_unique<LocalGroup>(dcp));
-  }
   std::barrier<> ranks_meet(ranks);
   group.run([&](int r) {
     try {
       EngineOptions own = options;
       own.communicator = &group.rank(r);
-      if (dcp > 1) {
-        own.dcp_communicator = dcp == ranks
-                                   ? &group.rank(r)
-                                   : &dcp_groups[static_cast<std::size_t>(r / dcp)]->rank(r % dcp);
-      }
+      // DCP groups: D consecutive ranks each (the tensor-parallel group itself when D = T).
+      if (dcp > 1) own.dcp_communicator = &group.rank(r, dcp);
       Engine engine(spec, own);
       bench_engine(engine, batches, prefill, f, r == 0 ? common.json_path : std::string(),
                    r == 0 ? stdout : nowhere.get(), [&] { ranks_meet.arrive_and_wait(); });

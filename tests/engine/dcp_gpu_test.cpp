@@ -19,7 +19,6 @@
 #include <barrier>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -42,9 +41,9 @@ namespace {
 
 using testing::relative_l2;
 
-// Ranks in more than one group (T = 4, D = 2) load every kernel before CUDA starts
-// (LocalGroup's note): set while the binary's statics are made, before any CUDA call.
-const bool kEagerLoading = setenv("CUDA_MODULE_LOADING", "EAGER", 0) == 0;
+// What ranks sharing the GPU need of CUDA (LocalGroup::prepare_process), set while the binary's
+// statics are made, before any CUDA call.
+const bool kPrepared = (LocalGroup::prepare_process(), true);
 
 constexpr double kTolerance = 1e-2;
 constexpr int kSequences = 4, kSteps = 40, kBlockSize = 16, kChunk = 8;
@@ -228,14 +227,12 @@ TEST_P(DecodeContextParallel, RanksGiveTheLogitsOfOneRank) {
   }
 
   LocalGroup tp(c.t);
-  std::vector<std::unique_ptr<LocalGroup>> dcp_groups;
-  for (int g = 0; g < c.t / c.d; ++g) dcp_groups.push_back(std::make_unique<LocalGroup>(c.d));
   std::vector<RankRun> runs(static_cast<std::size_t>(c.t));
   std::barrier<> steps_done(c.t);
   tp.run([&](int r) {
     EngineOptions options = base_options();
     options.communicator = &tp.rank(r);
-    options.dcp_communicator = &dcp_groups[r / c.d]->rank(r % c.d);
+    options.dcp_communicator = &tp.rank(r, c.d);  // D consecutive ranks
     Engine engine(
         parse_spec(spec_text(c.t, c.d, c.interleave, "full_and_piecewise", c.backend), "dcp.yaml"),
         options);

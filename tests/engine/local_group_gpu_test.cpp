@@ -2,7 +2,8 @@
 // against the host's answer, for 2, 3 and 4 ranks, f32 and bf16, counts over many blocks and
 // of odd sizes, an all-reduce in place, into poisoned outputs: eagerly, then each rank's
 // sequence of collectives captured in its own graph and replayed with new inputs; and eagerly
-// in a host-synchronized group. Ranks that call different collectives are refused on every rank.
+// in a host-synchronized group; the same for groups inside the group. Ranks that call
+// different collectives are refused on every rank.
 
 #include <gtest/gtest.h>
 
@@ -25,6 +26,10 @@
 
 namespace freezeframe {
 namespace {
+
+// What ranks sharing the GPU need of CUDA (LocalGroup::prepare_process), set while the binary's
+// statics are made, before any CUDA call.
+const bool kPrepared = (LocalGroup::prepare_process(), true);
 
 enum class Op { kAllGather, kReduceScatter, kAllReduce, kAllReduceInPlace, kAllToAll };
 constexpr Op kOps[] = {Op::kAllGather, Op::kReduceScatter, Op::kAllReduce, Op::kAllReduceInPlace,
@@ -108,13 +113,21 @@ void check(Op op, std::size_t count, int world, int r, DType dtype, const Rank& 
   }
 }
 
-/// Every collective of `group` eagerly and, with `graphs`, captured and replayed.
-void check_every_collective(LocalGroup& group, bool graphs) {
-  const int world = group.world_size();
-  std::mt19937 rng(static_cast<unsigned>(world));
+/// Every collective of `group`'s groups of `group_size` ranks (the whole group by default)
+/// eagerly and, with `graphs`, captured and replayed.
+void check_every_collective(LocalGroup& group, bool graphs, int group_size = 0) {
+  const int ranks_in_all = group.world_size();
+  const int world = group_size > 0 ? group_size : ranks_in_all;
+  auto comm = [&](int r) -> Communicator& { return group.rank(r, world); };
+  // Rank r's group's sends, of all ranks'.
+  auto group_of = [&](const std::vector<HostTensor>& all, int r) {
+    const int first = r - r % world;
+    return std::vector<HostTensor>(all.begin() + first, all.begin() + first + world);
+  };
+  std::mt19937 rng(static_cast<unsigned>(ranks_in_all * 10 + world));
   for (const DType dtype : {DType::kF32, DType::kBF16}) {
     for (const std::size_t count : {std::size_t(1), std::size_t(37), std::size_t(100'003)}) {
-      std::vector<Rank> ranks(world);
+      std::vector<Rank> ranks(ranks_in_all);
       const std::size_t most = count * world * size_of(dtype);
       for (Rank& rank : ranks) {
         rank.send = DeviceBuffer(most);
@@ -123,7 +136,7 @@ void check_every_collective(LocalGroup& group, bool graphs) {
       // New random sends for `op` on every rank, uploaded on its stream; poisoned receives.
       auto fill = [&](Op op) {
         std::vector<HostTensor> sends;
-        for (int r = 0; r < world; ++r) {
+        for (int r = 0; r < ranks_in_all; ++r) {
           sends.emplace_back(dtype, std::initializer_list<std::int64_t>{static_cast<std::int64_t>(
                                         send_elements(op, count, world))});
           testing::fill_normal(sends.back(), rng);
@@ -134,37 +147,38 @@ void check_every_collective(LocalGroup& group, bool graphs) {
         }
         return sends;
       };
-      const std::string what =
-          std::string(name_of(dtype)) + ", " + std::to_string(count) + " elements a block";
+      const std::string what = std::string(name_of(dtype)) + ", " + std::to_string(count) +
+                               " elements a block, groups of " + std::to_string(world);
 
       // Eagerly, one collective at a time.
       for (const Op op : kOps) {
         const std::vector<HostTensor> sends = fill(op);
         group.run([&](int r) {
-          run(group.rank(r), op, ranks[r], count, dtype);
+          run(comm(r), op, ranks[r], count, dtype);
           ranks[r].stream.synchronize();
         });
-        for (int r = 0; r < world; ++r) {
-          check(op, count, world, r, dtype, ranks[r], sends,
-                what + ", op " + std::to_string(int(op)));
+        for (int r = 0; r < ranks_in_all; ++r) {
+          check(op, count, world, r % world, dtype, ranks[r], group_of(sends, r),
+                what + ", op " + std::to_string(int(op)) + ", rank " + std::to_string(r));
         }
       }
 
       // Each rank captures its graph of one collective; replayed three times with new inputs.
       for (const Op op : kOps) {
         if (!graphs) break;
-        std::vector<GraphExec> graphs(world);
+        std::vector<GraphExec> graphs(ranks_in_all);
         group.run([&](int r) {
-          graphs[r] = GraphExec(capture_graph(
-              ranks[r].stream.get(), [&] { run(group.rank(r), op, ranks[r], count, dtype); }));
+          graphs[r] = GraphExec(capture_graph(ranks[r].stream.get(),
+                                              [&] { run(comm(r), op, ranks[r], count, dtype); }));
         });
         for (int replay = 0; replay < 3; ++replay) {
           const std::vector<HostTensor> sends = fill(op);
-          for (int r = 0; r < world; ++r) graphs[r].launch(ranks[r].stream.get());
-          for (int r = 0; r < world; ++r) ranks[r].stream.synchronize();
-          for (int r = 0; r < world; ++r) {
-            check(op, count, world, r, dtype, ranks[r], sends,
-                  what + ", op " + std::to_string(int(op)) + ", replay " + std::to_string(replay));
+          for (int r = 0; r < ranks_in_all; ++r) graphs[r].launch(ranks[r].stream.get());
+          for (int r = 0; r < ranks_in_all; ++r) ranks[r].stream.synchronize();
+          for (int r = 0; r < ranks_in_all; ++r) {
+            check(op, count, world, r % world, dtype, ranks[r], group_of(sends, r),
+                  what + ", op " + std::to_string(int(op)) + ", replay " + std::to_string(replay) +
+                      ", rank " + std::to_string(r));
           }
         }
       }
@@ -216,6 +230,31 @@ TEST_P(LocalGroupRanks, EveryCollectiveSynchronizedOnTheHost) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, LocalGroupRanks, ::testing::Values(1, 2, 3, 4));
+
+// Groups inside the group (DCP pairs inside four tensor-parallel ranks): the collectives of
+// pairs and of single ranks after the whole group's, on the same flags, eagerly and replayed,
+// and host-synchronized; a size that does not divide the group is refused.
+TEST(LocalGroup, GroupsInsideTheGroup) {
+  FF_REQUIRE_GPU();
+  LocalGroup group(4);
+  check_every_collective(group, /*graphs=*/true, 4);
+  check_every_collective(group, /*graphs=*/true, 2);
+  check_every_collective(group, /*graphs=*/true, 1);
+  check_every_collective(group, /*graphs=*/true, 4);
+  EXPECT_EQ(group.rank(3, 2).rank(), 1);
+  EXPECT_EQ(group.rank(3, 2).world_size(), 2);
+  EXPECT_EQ(&group.rank(2, 4), &group.rank(2));
+  try {
+    (void)group.rank(0, 3);
+    ADD_FAILURE() << "groups of 3 inside 4 ranks were accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(e.message().find("groups of 3 ranks do not divide its 4"), std::string::npos)
+        << e.message();
+  }
+  LocalGroup on_the_host(4, LocalGroup::Sync::kHost);
+  check_every_collective(on_the_host, /*graphs=*/false, 2);
+}
 
 TEST(LocalGroup, RanksCallingDifferentCollectivesAreRefusedOnEveryRank) {
   FF_REQUIRE_GPU();

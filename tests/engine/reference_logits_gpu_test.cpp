@@ -35,6 +35,10 @@
 namespace freezeframe {
 namespace {
 
+// What ranks sharing the GPU need of CUDA (LocalGroup::prepare_process), set while the binary's
+// statics are made, before any CUDA call.
+const bool kPrepared = (LocalGroup::prepare_process(), true);
+
 using testing::reference_fixtures;
 using testing::ReferenceFile;
 using testing::relative_l2;

@@ -22,6 +22,7 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@
 
 namespace freezeframe {
 namespace {
+
+// What ranks sharing the GPU need of CUDA (LocalGroup::prepare_process), set while the binary's
+// statics are made, before any CUDA call.
+const bool kPrepared = (LocalGroup::prepare_process(), true);
 
 using testing::relative_l2;
 
@@ -118,10 +123,11 @@ struct RankRun {
 /// `ranks` (the group's ranks, null for one rank) meet after each step's copies: ranks sharing
 /// a GPU must not wait for the device (a synchronous copy may) while another rank's collective
 /// waits for them, so no rank starts a step before every rank is done with the one before.
-RankRun run_steps(Engine& engine, const Sequences& seqs, std::barrier<>* ranks = nullptr) {
+RankRun run_steps(Engine& engine, const Sequences& seqs, std::span<const Mode> modes,
+                  std::barrier<>* ranks = nullptr) {
   RankRun run;
   const int block_size = engine.limits().block_size;
-  for (const Mode& mode : kModes) {
+  for (const Mode& mode : modes) {
     auto& logits = run.logits.emplace_back();
     auto& tokens = run.tokens.emplace_back();
     for (const auto& step : kSteps) {
@@ -162,10 +168,19 @@ std::ostream& operator<<(std::ostream& os, const Case& c) {
   return os << c.kv_heads << " KV heads on " << c.backend << ", vocabulary " << c.vocab;
 }
 
-/// Runs the steps on one rank and at T = 2 and 4 over `spec(t)` (vocabulary `vocab`), and
-/// holds every rank's logits to one rank's and every rank's tokens to rank 0's.
+/// How the ranks run: their counts, how their collectives wait, the step modes.
+struct Deployments {
+  std::vector<int> ranks = {2, 4};
+  LocalGroup::Sync sync = LocalGroup::Sync::kDevice;
+  std::span<const Mode> modes = kModes;
+};
+
+/// Runs the steps on one rank and on each deployment's ranks over `spec(t)` (vocabulary
+/// `vocab`), and holds every rank's logits to one rank's and every rank's tokens to rank 0's.
 void expect_ranks_give_one_ranks_logits(const std::function<std::string(int t)>& spec, int vocab,
-                                        const std::string& label) {
+                                        const std::string& label, const Deployments& runs_on = {}) {
+  const std::span<const Mode> modes = runs_on.modes;
+  const bool graphs = modes.size() > 1;
   const Sequences seqs = make_sequences(6, 160, 16, vocab);
   const auto vocab_rows = static_cast<std::size_t>(vocab);
   EngineOptions base;
@@ -175,15 +190,16 @@ void expect_ranks_give_one_ranks_logits(const std::function<std::string(int t)>&
   {
     Engine engine(parse_spec(spec(1), "tp.yaml"), base);
     ASSERT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
-    one = run_steps(engine, seqs);
+    one = run_steps(engine, seqs, modes);
   }
-  // Graphs ran: piecewise for the mixed steps, full for the uniform decode.
-  EXPECT_NE(std::count(one.ran.begin(), one.ran.end(), RuntimeMode::kPiecewise), 0);
-  EXPECT_NE(std::count(one.ran.begin(), one.ran.end(), RuntimeMode::kFull), 0);
+  if (graphs) {  // piecewise for the mixed steps, full for the uniform decode
+    EXPECT_NE(std::count(one.ran.begin(), one.ran.end(), RuntimeMode::kPiecewise), 0);
+    EXPECT_NE(std::count(one.ran.begin(), one.ran.end(), RuntimeMode::kFull), 0);
+  }
 
-  for (const int t : {2, 4}) {
+  for (const int t : runs_on.ranks) {
     SCOPED_TRACE("T = " + std::to_string(t));
-    LocalGroup group(t);
+    LocalGroup group(t, runs_on.sync);
     std::vector<RankRun> runs(static_cast<std::size_t>(t));
     std::barrier<> steps_done(t);
     group.run([&](int r) {
@@ -192,17 +208,17 @@ void expect_ranks_give_one_ranks_logits(const std::function<std::string(int t)>&
       Engine engine(parse_spec(spec(t), "tp.yaml"), options);
       EXPECT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
       EXPECT_EQ(engine.geometry().rank.tp_rank, r);
-      runs[static_cast<std::size_t>(r)] = run_steps(engine, seqs, &steps_done);
+      runs[static_cast<std::size_t>(r)] = run_steps(engine, seqs, modes, &steps_done);
     });
     EXPECT_EQ(runs[0].ran, one.ran) << "the same dispatch as one rank";
-    for (std::size_t m = 0; m < std::size(kModes); ++m) {
+    for (std::size_t m = 0; m < modes.size(); ++m) {
       for (std::size_t s = 0; s < kSteps.size(); ++s) {
-        SCOPED_TRACE(std::string(kModes[m].name) + ", step " + std::to_string(s));
+        SCOPED_TRACE(std::string(modes[m].name) + ", step " + std::to_string(s));
         ASSERT_EQ(runs[0].logits[m][s].size(), one.logits[m][s].size());
         const double error = relative_l2(runs[0].logits[m][s], one.logits[m][s]);
         EXPECT_LE(error, kTolerance);
-        std::printf("%s, T = %d, %s, step %zu: relative L2 %.2e\n", label.c_str(), t,
-                    kModes[m].name, s, error);
+        std::printf("%s, T = %d, %s, step %zu: relative L2 %.2e\n", label.c_str(), t, modes[m].name,
+                    s, error);
         for (int r = 1; r < t; ++r) {
           EXPECT_EQ(runs[r].logits[m][s], runs[0].logits[m][s]) << "rank " << r;
           EXPECT_EQ(runs[r].tokens[m][s], runs[0].tokens[m][s]) << "rank " << r;
@@ -246,7 +262,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TensorParallel,
 /// MLP 10944, vocabulary 102400; two layers), its query uncompressed (q_lora_rank 0: V2-Lite's)
 /// or through a 1536-wide latent (DeepSeek-V2's). Each rank holds its heads' query and key/value
 /// up-projection rows and o_proj columns, and the whole latent cache.
-std::string mla_spec(int q_lora_rank, int t) {
+std::string mla_spec(int q_lora_rank, int t, const std::string& graph_mode = "full_and_piecewise") {
   return "model:\n"
          "  name: deepseek-v2-lite-shaped\n"
          "  num_layers: 2\n"
@@ -270,7 +286,9 @@ std::string mla_spec(int q_lora_rank, int t) {
          "    backend: reference_mla\n"
          "cache:\n  block_size: 16\n  memory_budget: 4GiB\n"
          "scheduler:\n  max_num_seqs: 16\n  max_num_batched_tokens: 256\n"
-         "cuda_graphs:\n  mode: full_and_piecewise\n  max_capture_size: 64\n"
+         "cuda_graphs:\n  mode: " +
+         graph_mode +
+         "\n  max_capture_size: 64\n"
          "tp:\n  world_size: " +
          std::to_string(t) + "\n";
 }
@@ -288,6 +306,16 @@ INSTANTIATE_TEST_SUITE_P(DeepSeekV2LiteShaped, TensorParallelMla, ::testing::Val
                          [](const auto& info) {
                            return "q_lora_rank_" + std::to_string(info.param);
                          });
+
+// The same ranks eagerly on a host-synchronized group (LocalGroup::Sync::kHost), where no kernel
+// waits for another rank's: what compute-sanitizer can run.
+TEST(TensorParallelMlaOnTheHost, RanksGiveTheLogitsOfOneRank) {
+  FF_REQUIRE_GPU();
+  const Mode eager[] = {kModes[0]};
+  expect_ranks_give_one_ranks_logits(
+      [](int t) { return mla_spec(1536, t, "none"); }, 102400, "MLA on the host, q_lora_rank 1536",
+      {.ranks = {2, 4}, .sync = LocalGroup::Sync::kHost, .modes = eager});
+}
 
 }  // namespace
 }  // namespace freezeframe

@@ -91,10 +91,11 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     collective_kernel(const __grid_constant__ Collective c) {
   __shared__ std::uint32_t epoch;
-  if (threadIdx.x == 0) epoch = c.epochs[c.rank * kMaxBlocks + blockIdx.x] + 1;
-  __syncthreads();
-  const std::uint32_t e = epoch;
-  meet(c.arrived, c, e);  // every rank's inputs are written and its outputs free
+  if (c.meet) {
+    if (threadIdx.x == 0) epoch = c.epochs[c.rank * kMaxBlocks + blockIdx.x] + 1;
+    __syncthreads();
+    meet(c.arrived, c, epoch);  // every rank's inputs are written and its outputs free
+  }
 
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   const std::size_t first = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -128,8 +129,10 @@ __global__ void __launch_bounds__(kThreads)
       break;
     }
   }
-  meet(c.left, c, e);  // no rank overwrites a buffer before every rank is done with it
-  if (threadIdx.x == 0) c.epochs[c.rank * kMaxBlocks + blockIdx.x] = e;
+  if (c.meet) {
+    meet(c.left, c, epoch);  // no rank overwrites a buffer before every rank is done with it
+    if (threadIdx.x == 0) c.epochs[c.rank * kMaxBlocks + blockIdx.x] = epoch;
+  }
 }
 
 struct Sum {
@@ -152,6 +155,16 @@ __global__ void __launch_bounds__(kThreads) sum_kernel(const __grid_constant__ S
 }
 
 }  // namespace
+
+void load_kernels() {
+  cudaFuncAttributes attributes{};
+  FF_CUDA_CHECK(cudaFuncGetAttributes(&attributes, collective_kernel<__nv_bfloat16>));
+  FF_CUDA_CHECK(cudaFuncGetAttributes(&attributes, collective_kernel<__half>));
+  FF_CUDA_CHECK(cudaFuncGetAttributes(&attributes, collective_kernel<float>));
+  FF_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sum_kernel<__nv_bfloat16>));
+  FF_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sum_kernel<__half>));
+  FF_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sum_kernel<float>));
+}
 
 void launch_sum(const void* const* sends, int world, std::size_t offset, std::size_t count,
                 DType dtype, void* out, cudaStream_t stream) {

@@ -33,7 +33,15 @@ struct Collective {
   std::uint32_t* left = nullptr;
   std::uint32_t* epochs = nullptr;
   std::size_t block_bytes = 0;  ///< count · size of dtype (launch() sets it)
+  /// Whether the blocks meet the other ranks' through the flags (a captured collective); an
+  /// eager one is launched once the host knows every rank's inputs are written, and is waited
+  /// for before any rank writes them again, so it waits for no one.
+  bool meet = true;
 };
+
+/// Loads the collective kernels into the current context, as the group is made: their first
+/// launch must not load them (local_group.h).
+void load_kernels();
 
 /// Enqueues rank c.rank's kernel on `stream` (every rank enqueues its own, with the same kind,
 /// count and dtype). Reductions of f32, bf16 and f16, summed in f32.
