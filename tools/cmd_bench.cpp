@@ -503,9 +503,9 @@ int run_bench(Args args) {
   }
   common.require_spec();
   if (!prefill.empty() && !batches_given) batches.clear();
-  // Ranks sharing the GPU need CUDA set up for them (LocalGroup::prepare_process), decided
-  // before CUDA starts: only the spec's world sizes are read here, as loading it asks the GPU
-  // (a spec that fails is reported below, after the GPU's check).
+  // Ranks sharing the GPU get a hardware queue each (LocalGroup::prepare_process: their work
+  // overlaps), decided before CUDA starts: only the spec's world sizes are read here, as
+  // loading it asks the GPU (a spec that fails is reported below, after the GPU's check).
   const std::optional<ParallelSizes> sizes = read_parallel_sizes(common.spec_path);
   if (sizes && sizes->tp > 1) LocalGroup::prepare_process();
   // A GPU this build has no code for is refused before the spec, whose backends query the

@@ -402,6 +402,26 @@ TEST(CheckpointConfig, ReadsTheStopTokensOfTheGenerationConfig) {
   EXPECT_NE(m.find(generation + ": a generation config is a JSON object"), std::string::npos) << m;
 }
 
+// A file named .gguf that is empty or shorter than a GGUF header (an interrupted copy) is
+// refused as a GGUF, not as a config.
+TEST(CheckpointConfig, AnEmptyOrCutShortGgufIsNamedAsAGguf) {
+  const std::string empty = write_text("empty.gguf", "");
+  std::string m = refusal(empty);
+  EXPECT_NE(m.find(empty + ": an empty file, shorter than a GGUF header (24 bytes)"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("JSON"), std::string::npos) << m;
+  const std::string cut = write_text("cut.GGUF", "GGU");
+  m = refusal(cut);
+  EXPECT_NE(m.find(cut + ": 3 bytes, shorter than a GGUF header (24 bytes)"), std::string::npos)
+      << m;
+  // Named otherwise, an empty file is still told to be no config.
+  m = refusal(write_text("config.json", ""));
+  EXPECT_NE(m.find("a checkpoint config is a JSON object ({...}), got an empty file"),
+            std::string::npos)
+      << m;
+}
+
 TEST(CheckpointConfig, RefusesAnUnknownArchitectureByName) {
   const std::string json = write_text(
       "gpt2.json", "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"n_layer\": 12\n}\n");

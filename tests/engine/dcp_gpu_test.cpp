@@ -16,7 +16,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <barrier>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -40,10 +39,6 @@ namespace freezeframe {
 namespace {
 
 using testing::relative_l2;
-
-// What ranks sharing the GPU need of CUDA (LocalGroup::prepare_process), set while the binary's
-// statics are made, before any CUDA call.
-const bool kPrepared = (LocalGroup::prepare_process(), true);
 
 constexpr double kTolerance = 1e-2;
 constexpr int kSequences = 4, kSteps = 40, kBlockSize = 16, kChunk = 8;
@@ -117,10 +112,9 @@ struct RankRun {
 
 /// The schedule: at each step every started sequence adds its next prompt chunk (kChunk
 /// tokens, the last prompt whole) or, once prompted, one decode token; decodes first in the
-/// batch. A block id names kBlockSize · d positions (d = 1: physical blocks). Ranks meet after
-/// each step's copies (`ranks`, null for one rank).
-RankRun run_steps(Engine& engine, int d, std::barrier<>* ranks,
-                  std::span<const Mode> modes = kModes, int steps = kSteps) {
+/// batch. A block id names kBlockSize · d positions (d = 1: physical blocks). Ranks never meet
+/// outside their collectives: each goes on at its own pace.
+RankRun run_steps(Engine& engine, int d, std::span<const Mode> modes = kModes, int steps = kSteps) {
   const std::int64_t virtual_block = std::int64_t(kBlockSize) * d;
   const int longest = kPrompt[kSequences - 1] + kSteps;
   const int per = static_cast<int>((longest + virtual_block - 1) / virtual_block);
@@ -167,7 +161,6 @@ RankRun run_steps(Engine& engine, int d, std::barrier<>* ranks,
                            cudaMemcpyDeviceToHost),
                 cudaSuccess);
       logits.push_back(std::move(host));
-      if (ranks != nullptr) ranks->arrive_and_wait();
     }
   }
   return run;
@@ -220,7 +213,7 @@ TEST_P(DecodeContextParallel, RanksGiveTheLogitsOfOneRank) {
     Engine engine(parse_spec(spec_text(1, 1, 1, "full_and_piecewise", c.backend), "dcp.yaml"),
                   base_options());
     ASSERT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
-    one = run_steps(engine, 1, nullptr);
+    one = run_steps(engine, 1);
   }
   for (const RuntimeMode m : {RuntimeMode::kEager, RuntimeMode::kPiecewise, RuntimeMode::kFull}) {
     EXPECT_NE(std::count(one.ran.begin(), one.ran.end(), m), 0) << to_string(m);
@@ -228,7 +221,6 @@ TEST_P(DecodeContextParallel, RanksGiveTheLogitsOfOneRank) {
 
   LocalGroup tp(c.t);
   std::vector<RankRun> runs(static_cast<std::size_t>(c.t));
-  std::barrier<> steps_done(c.t);
   tp.run([&](int r) {
     EngineOptions options = base_options();
     options.communicator = &tp.rank(r);
@@ -238,7 +230,7 @@ TEST_P(DecodeContextParallel, RanksGiveTheLogitsOfOneRank) {
         options);
     EXPECT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
     EXPECT_EQ(engine.geometry().rank.dcp_rank, r % c.d);
-    runs[static_cast<std::size_t>(r)] = run_steps(engine, c.d, &steps_done);
+    runs[static_cast<std::size_t>(r)] = run_steps(engine, c.d);
   });
   std::ostringstream label;
   label << c;
@@ -270,28 +262,27 @@ INSTANTIATE_TEST_SUITE_P(Groups, DecodeContextParallel, ::testing::ValuesIn(grou
                            return name.str();
                          });
 
-// The same over a host-synchronized group (LocalGroup::Sync::kHost, which compute-sanitizer can
-// run: no rank's kernel waits for another's), eagerly, T = D = 2, I = 16, the first 12 steps
-// (prefills, chunks over a context, decodes, shards shorter than D · I).
-TEST(DecodeContextParallelOnTheHost, RanksGiveTheLogitsOfOneRank) {
+// The same eagerly, T = D = 2, I = 16, the first 12 steps (prefills, chunks over a context,
+// decodes, shards shorter than D · I): the case compute-sanitizer runs.
+TEST(DecodeContextParallelEager, RanksGiveTheLogitsOfOneRank) {
   FF_REQUIRE_GPU();
   constexpr int kHostSteps = 12;
   const Mode eager[] = {kModes[0]};
   RankRun one;
   {
     Engine engine(parse_spec(spec_text(1, 1, 1, "none"), "dcp.yaml"), base_options());
-    one = run_steps(engine, 1, nullptr, eager, kHostSteps);
+    one = run_steps(engine, 1, eager, kHostSteps);
   }
-  LocalGroup tp(2, LocalGroup::Sync::kHost);
+  LocalGroup tp(2);
   std::vector<RankRun> runs(2);
   tp.run([&](int r) {
     EngineOptions options = base_options();
     options.communicator = &tp.rank(r);
     options.dcp_communicator = &tp.rank(r);  // D = T: the tensor-parallel group itself
     Engine engine(parse_spec(spec_text(2, 2, 16, "none"), "dcp.yaml"), options);
-    runs[static_cast<std::size_t>(r)] = run_steps(engine, 2, nullptr, eager, kHostSteps);
+    runs[static_cast<std::size_t>(r)] = run_steps(engine, 2, eager, kHostSteps);
   });
-  expect_logits_of_one_rank(runs, one, eager, "host-synchronized, T = 2, D = 2, I = 16");
+  expect_logits_of_one_rank(runs, one, eager, "eager, T = 2, D = 2, I = 16");
 }
 
 /// The reference backend in all but one thing: it says it cannot attend prefill rows over a
@@ -340,7 +331,6 @@ TEST(DecodeContextParallelRefusals, PrefillRowsAndTheirGraphsAreRefused) {
   registry.add(std::make_unique<DecodeOnlyUnderDcp>());
   const std::string backend = "decode_only_under_dcp";
   LocalGroup tp(2);
-  std::barrier<> met(2);
   tp.run([&](int r) {
     EngineOptions options = base_options();
     options.communicator = &tp.rank(r);
@@ -354,7 +344,6 @@ TEST(DecodeContextParallelRefusals, PrefillRowsAndTheirGraphsAreRefused) {
       EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
       EXPECT_NE(std::string(e.what()).find("cuda_graphs.mode"), std::string::npos) << e.what();
     }
-    met.arrive_and_wait();
     Engine engine(parse_spec(spec_text(2, 2, 1, "none", backend), "dcp.yaml", registry), options);
     const std::int32_t blocks[] = {1};
     StepBatch batch;
@@ -368,7 +357,6 @@ TEST(DecodeContextParallelRefusals, PrefillRowsAndTheirGraphsAreRefused) {
       EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
       EXPECT_NE(std::string(e.what()).find("prefill rows"), std::string::npos) << e.what();
     }
-    met.arrive_and_wait();
   });
 }
 

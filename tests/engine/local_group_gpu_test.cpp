@@ -1,12 +1,16 @@
 // The local group: T ranks as threads on one GPU, each with its own stream. Every collective
-// against the host's answer, for 2, 3 and 4 ranks, f32 and bf16, counts over many blocks and
-// of odd sizes, an all-reduce in place, into poisoned outputs: eagerly, then each rank's
-// sequence of collectives captured in its own graph and replayed with new inputs; and eagerly
-// in a host-synchronized group; the same for groups inside the group. Ranks that call
-// different collectives are refused on every rank.
+// against the host's answer, for 1 to 4 ranks, f32 and bf16, counts over many blocks and of odd
+// sizes, an all-reduce in place, into poisoned outputs; one rank's inputs late on the device
+// each time (a long copy ahead of them on its stream), and every rank poisoning its send and
+// reading its receive right after the collective, with no host synchronization between: the
+// events must order it all. Then every collective in sequence, enqueued back to back; groups
+// inside the group; between graphs that write the sends and read the receives. Refused on
+// every rank alike: different collectives, a capture. A rank that throws releases the others;
+// a rank kept waiting says for whom.
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -26,10 +30,6 @@
 
 namespace freezeframe {
 namespace {
-
-// What ranks sharing the GPU need of CUDA (LocalGroup::prepare_process), set while the binary's
-// statics are made, before any CUDA call.
-const bool kPrepared = (LocalGroup::prepare_process(), true);
 
 enum class Op { kAllGather, kReduceScatter, kAllReduce, kAllReduceInPlace, kAllToAll };
 constexpr Op kOps[] = {Op::kAllGather, Op::kReduceScatter, Op::kAllReduce, Op::kAllReduceInPlace,
@@ -72,6 +72,16 @@ std::vector<float> expected(Op op, std::size_t count, int world, int rank,
 struct Rank {
   Stream stream = Stream::create();
   DeviceBuffer send, recv;
+  DeviceBuffer result;  // the receive (or the in-place send) as the collective left it
+};
+
+/// A long copy (64 MiB) on a stream: whatever follows on it comes late to the device.
+struct Delay {
+  DeviceBuffer from{std::size_t(64) << 20}, to{std::size_t(64) << 20};
+  void operator()(cudaStream_t stream) const {
+    FF_CUDA_CHECK(
+        cudaMemcpyAsync(to.data(), from.data(), from.bytes(), cudaMemcpyDeviceToDevice, stream));
+  }
 };
 
 void run(Communicator& comm, Op op, Rank& rank, std::size_t count, DType dtype) {
@@ -93,13 +103,24 @@ void run(Communicator& comm, Op op, Rank& rank, std::size_t count, DType dtype) 
   }
 }
 
-/// Checks what rank `r` received (its recv, or its send for the in-place all-reduce).
+/// The collective, then on the rank's stream at once: its result kept, its send and receive
+/// poisoned (had another rank's part not finished, it would read or write poison).
+void run_and_poison(Communicator& comm, Op op, Rank& rank, std::size_t count, DType dtype) {
+  run(comm, op, rank, count, dtype);
+  const cudaStream_t s = rank.stream.get();
+  const void* from = op == Op::kAllReduceInPlace ? rank.send.data() : rank.recv.data();
+  FF_CUDA_CHECK(
+      cudaMemcpyAsync(rank.result.data(), from, rank.result.bytes(), cudaMemcpyDeviceToDevice, s));
+  FF_CUDA_CHECK(cudaMemsetAsync(rank.send.data(), 0xFF, rank.send.bytes(), s));
+  FF_CUDA_CHECK(cudaMemsetAsync(rank.recv.data(), 0xFF, rank.recv.bytes(), s));
+}
+
+/// Checks what rank `r` received (run_and_poison kept it).
 void check(Op op, std::size_t count, int world, int r, DType dtype, const Rank& rank,
            const std::vector<HostTensor>& sends, const std::string& what) {
   const std::vector<float> want = expected(op, count, world, r, sends);
   HostTensor got(dtype, {static_cast<std::int64_t>(want.size())});
-  const void* from = op == Op::kAllReduceInPlace ? rank.send.data() : rank.recv.data();
-  FF_CUDA_CHECK(cudaMemcpy(got.data(), from, got.bytes(), cudaMemcpyDeviceToHost));
+  FF_CUDA_CHECK(cudaMemcpy(got.data(), rank.result.data(), got.bytes(), cudaMemcpyDeviceToHost));
   // bf16: the kernel rounds the same f32 sum once, so within half a bf16 step of it.
   const double tolerance = dtype == DType::kF32 ? 0.0 : 1.0 / 256;
   int wrong = 0;
@@ -113,8 +134,9 @@ void check(Op op, std::size_t count, int world, int r, DType dtype, const Rank& 
   }
 }
 
-/// Every collective of `group`'s groups of `group_size` ranks (the whole group by default)
-/// eagerly and, with `graphs`, captured and replayed.
+/// Every collective of `group`'s groups of `group_size` ranks (the whole group by default):
+/// one at a time, one rank's inputs late each time; then all of them back to back; with
+/// `graphs`, each rank's sends written and receives read by graphs replayed around them.
 void check_every_collective(LocalGroup& group, bool graphs, int group_size = 0) {
   const int ranks_in_all = group.world_size();
   const int world = group_size > 0 ? group_size : ranks_in_all;
@@ -125,61 +147,114 @@ void check_every_collective(LocalGroup& group, bool graphs, int group_size = 0) 
     return std::vector<HostTensor>(all.begin() + first, all.begin() + first + world);
   };
   std::mt19937 rng(static_cast<unsigned>(ranks_in_all * 10 + world));
+  const Delay delay;
   for (const DType dtype : {DType::kF32, DType::kBF16}) {
     for (const std::size_t count : {std::size_t(1), std::size_t(37), std::size_t(100'003)}) {
-      std::vector<Rank> ranks(ranks_in_all);
       const std::size_t most = count * world * size_of(dtype);
-      for (Rank& rank : ranks) {
-        rank.send = DeviceBuffer(most);
-        rank.recv = DeviceBuffer(most);
-      }
-      // New random sends for `op` on every rank, uploaded on its stream; poisoned receives.
-      auto fill = [&](Op op) {
+      auto make_ranks = [&] {
+        std::vector<Rank> ranks(static_cast<std::size_t>(ranks_in_all));
+        for (Rank& rank : ranks) {
+          rank.send = DeviceBuffer(most);
+          rank.recv = DeviceBuffer(most);
+          rank.result = DeviceBuffer(most);
+        }
+        return ranks;
+      };
+      // New random sends for `op` on every rank (host values), poisoned receives.
+      auto new_sends = [&](Op op) {
         std::vector<HostTensor> sends;
         for (int r = 0; r < ranks_in_all; ++r) {
           sends.emplace_back(dtype, std::initializer_list<std::int64_t>{static_cast<std::int64_t>(
                                         send_elements(op, count, world))});
           testing::fill_normal(sends.back(), rng);
-          FF_CUDA_CHECK(cudaMemcpyAsync(ranks[r].send.data(), sends.back().data(),
-                                        sends.back().bytes(), cudaMemcpyHostToDevice,
-                                        ranks[r].stream.get()));
-          FF_CUDA_CHECK(cudaMemsetAsync(ranks[r].recv.data(), 0xFF, most, ranks[r].stream.get()));
         }
         return sends;
       };
-      const std::string what = std::string(name_of(dtype)) + ", " + std::to_string(count) +
-                               " elements a block, groups of " + std::to_string(world);
-
-      // Eagerly, one collective at a time.
-      for (const Op op : kOps) {
-        const std::vector<HostTensor> sends = fill(op);
-        group.run([&](int r) {
-          run(comm(r), op, ranks[r], count, dtype);
-          ranks[r].stream.synchronize();
-        });
+      auto upload = [&](Rank& rank, const HostTensor& send) {
+        FF_CUDA_CHECK(cudaMemcpyAsync(rank.send.data(), send.data(), send.bytes(),
+                                      cudaMemcpyHostToDevice, rank.stream.get()));
+        FF_CUDA_CHECK(cudaMemsetAsync(rank.recv.data(), 0xFF, most, rank.stream.get()));
+      };
+      auto check_all = [&](std::vector<Rank>& ranks, Op op, const std::vector<HostTensor>& sends,
+                           const std::string& what) {
         for (int r = 0; r < ranks_in_all; ++r) {
           check(op, count, world, r % world, dtype, ranks[r], group_of(sends, r),
                 what + ", op " + std::to_string(int(op)) + ", rank " + std::to_string(r));
         }
+      };
+      const std::string what = std::string(name_of(dtype)) + ", " + std::to_string(count) +
+                               " elements a block, groups of " + std::to_string(world);
+
+      // One at a time, rank (op mod T)'s inputs late on the device.
+      std::vector<Rank> ranks = make_ranks();
+      for (const Op op : kOps) {
+        const std::vector<HostTensor> sends = new_sends(op);
+        group.run([&](int r) {
+          if (r == int(op) % ranks_in_all) delay(ranks[r].stream.get());
+          upload(ranks[r], sends[r]);
+          run_and_poison(comm(r), op, ranks[r], count, dtype);
+          ranks[r].stream.synchronize();
+        });
+        check_all(ranks, op, sends, what);
       }
 
-      // Each rank captures its graph of one collective; replayed three times with new inputs.
+      // Every collective back to back, each rank with its buffers, synchronized once.
+      std::vector<std::vector<Rank>> per_op;
+      std::vector<std::vector<HostTensor>> sends;
       for (const Op op : kOps) {
-        if (!graphs) break;
-        std::vector<GraphExec> graphs(ranks_in_all);
+        per_op.push_back(make_ranks());
+        sends.push_back(new_sends(op));
+      }
+      group.run([&](int r) {
+        for (std::size_t o = 0; o < std::size(kOps); ++o) {
+          Rank& rank = per_op[o][static_cast<std::size_t>(r)];
+          if (r == 0) delay(rank.stream.get());
+          upload(rank, sends[o][static_cast<std::size_t>(r)]);
+          run_and_poison(comm(r), kOps[o], rank, count, dtype);
+        }
+        for (auto& op_ranks : per_op) op_ranks[static_cast<std::size_t>(r)].stream.synchronize();
+      });
+      for (std::size_t o = 0; o < std::size(kOps); ++o) {
+        check_all(per_op[o], kOps[o], sends[o], what + ", back to back");
+      }
+
+      // Graphs around the collective: one copies the send from a staging buffer, one keeps the
+      // result; replayed three times with new staged sends.
+      if (!graphs) continue;
+      for (const Op op : kOps) {
+        std::vector<DeviceBuffer> staged;
+        for (int r = 0; r < ranks_in_all; ++r) staged.emplace_back(most);
+        std::vector<GraphExec> before(ranks_in_all), after(ranks_in_all);
         group.run([&](int r) {
-          graphs[r] = GraphExec(capture_graph(ranks[r].stream.get(),
-                                              [&] { run(comm(r), op, ranks[r], count, dtype); }));
+          Rank& rank = ranks[r];
+          const cudaStream_t s = rank.stream.get();
+          before[r] = GraphExec(capture_graph(s, [&] {
+            FF_CUDA_CHECK(cudaMemcpyAsync(rank.send.data(), staged[r].data(), most,
+                                          cudaMemcpyDeviceToDevice, s));
+          }));
+          after[r] = GraphExec(capture_graph(s, [&] {
+            const void* from = op == Op::kAllReduceInPlace ? rank.send.data() : rank.recv.data();
+            FF_CUDA_CHECK(
+                cudaMemcpyAsync(rank.result.data(), from, most, cudaMemcpyDeviceToDevice, s));
+            FF_CUDA_CHECK(cudaMemsetAsync(rank.send.data(), 0xFF, most, s));
+          }));
         });
         for (int replay = 0; replay < 3; ++replay) {
-          const std::vector<HostTensor> sends = fill(op);
-          for (int r = 0; r < ranks_in_all; ++r) graphs[r].launch(ranks[r].stream.get());
-          for (int r = 0; r < ranks_in_all; ++r) ranks[r].stream.synchronize();
+          const std::vector<HostTensor> replay_sends = new_sends(op);
           for (int r = 0; r < ranks_in_all; ++r) {
-            check(op, count, world, r % world, dtype, ranks[r], group_of(sends, r),
-                  what + ", op " + std::to_string(int(op)) + ", replay " + std::to_string(replay) +
-                      ", rank " + std::to_string(r));
+            FF_CUDA_CHECK(cudaMemcpy(staged[r].data(), replay_sends[r].data(),
+                                     replay_sends[r].bytes(), cudaMemcpyHostToDevice));
           }
+          group.run([&](int r) {
+            const cudaStream_t s = ranks[r].stream.get();
+            if (r == replay % ranks_in_all) delay(s);
+            before[r].launch(s);
+            run(comm(r), op, ranks[r], count, dtype);
+            after[r].launch(s);
+            ranks[r].stream.synchronize();
+          });
+          check_all(ranks, op, replay_sends,
+                    what + ", between graphs, replay " + std::to_string(replay));
         }
       }
     }
@@ -188,26 +263,24 @@ void check_every_collective(LocalGroup& group, bool graphs, int group_size = 0) 
 
 class LocalGroupRanks : public ::testing::TestWithParam<int> {};
 
-TEST_P(LocalGroupRanks, EveryCollectiveEagerlyAndReplayedFromGraphs) {
+TEST_P(LocalGroupRanks, EveryCollectiveOrderedByTheStreams) {
   FF_REQUIRE_GPU();
   LocalGroup group(GetParam());
   ASSERT_EQ(group.world_size(), GetParam());
-  EXPECT_EQ(group.sync(), LocalGroup::Sync::kDevice);
   check_every_collective(group, /*graphs=*/true);
 }
 
-// Host-synchronized (what compute-sanitizer can run): the same results, eagerly; a capture is
-// refused on every rank, and the group goes on.
-TEST_P(LocalGroupRanks, EveryCollectiveSynchronizedOnTheHost) {
+// A capture of a collective is refused on every rank alike, naming why; the group goes on.
+TEST_P(LocalGroupRanks, CapturesAreRefusedOnEveryRank) {
   FF_REQUIRE_GPU();
-  LocalGroup group(GetParam(), LocalGroup::Sync::kHost);
-  check_every_collective(group, /*graphs=*/false);
+  LocalGroup group(GetParam());
   const int world = group.world_size();
   std::vector<Rank> ranks(static_cast<std::size_t>(world));
   for (Rank& rank : ranks) {
     rank.send = DeviceBuffer(1024);
     rank.recv = DeviceBuffer(1024);
   }
+  EXPECT_FALSE(group.rank(0).capturable());
   std::vector<std::string> messages(static_cast<std::size_t>(world));
   group.run([&](int r) {
     try {
@@ -220,7 +293,10 @@ TEST_P(LocalGroupRanks, EveryCollectiveSynchronizedOnTheHost) {
     }
   });
   for (const std::string& m : messages) {
-    EXPECT_NE(m.find("no graph can capture it"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 0's collective #1, all_reduce of 4 f32 is being captured"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("run between graphs"), std::string::npos) << m;
   }
   group.run([&](int r) {
     group.rank(r).all_reduce(ranks[r].send.data(), ranks[r].recv.data(), 4, DType::kF32,
@@ -232,15 +308,15 @@ TEST_P(LocalGroupRanks, EveryCollectiveSynchronizedOnTheHost) {
 INSTANTIATE_TEST_SUITE_P(Worlds, LocalGroupRanks, ::testing::Values(1, 2, 3, 4));
 
 // Groups inside the group (DCP pairs inside four tensor-parallel ranks): the collectives of
-// pairs and of single ranks after the whole group's, on the same flags, eagerly and replayed,
-// and host-synchronized; a size that does not divide the group is refused.
+// pairs and of single ranks after the whole group's, on the same events; a size that does not
+// divide the group is refused.
 TEST(LocalGroup, GroupsInsideTheGroup) {
   FF_REQUIRE_GPU();
   LocalGroup group(4);
-  check_every_collective(group, /*graphs=*/true, 4);
+  check_every_collective(group, /*graphs=*/false, 4);
   check_every_collective(group, /*graphs=*/true, 2);
-  check_every_collective(group, /*graphs=*/true, 1);
-  check_every_collective(group, /*graphs=*/true, 4);
+  check_every_collective(group, /*graphs=*/false, 1);
+  check_every_collective(group, /*graphs=*/false, 4);
   EXPECT_EQ(group.rank(3, 2).rank(), 1);
   EXPECT_EQ(group.rank(3, 2).world_size(), 2);
   EXPECT_EQ(&group.rank(2, 4), &group.rank(2));
@@ -252,8 +328,6 @@ TEST(LocalGroup, GroupsInsideTheGroup) {
     EXPECT_NE(e.message().find("groups of 3 ranks do not divide its 4"), std::string::npos)
         << e.message();
   }
-  LocalGroup on_the_host(4, LocalGroup::Sync::kHost);
-  check_every_collective(on_the_host, /*graphs=*/false, 2);
 }
 
 TEST(LocalGroup, RanksCallingDifferentCollectivesAreRefusedOnEveryRank) {
@@ -274,7 +348,8 @@ TEST(LocalGroup, RanksCallingDifferentCollectivesAreRefusedOnEveryRank) {
     }
   });
   for (const std::string& m : messages) {
-    EXPECT_NE(m.find("rank 0 calls all_gather of 10 f32 while rank 1 calls all_gather of 11 f32"),
+    EXPECT_NE(m.find("rank 0 calls collective #1, all_gather of 10 f32 while rank 1 calls "
+                     "collective #1, all_gather of 11 f32"),
               std::string::npos)
         << m;
   }
@@ -286,6 +361,68 @@ TEST(LocalGroup, RanksCallingDifferentCollectivesAreRefusedOnEveryRank) {
   });
   EXPECT_THROW((void)LocalGroup(9), Error);
   EXPECT_THROW((void)group.rank(2), Error);
+}
+
+// A rank that throws before a collective releases the others: theirs throw, naming it, and
+// run() rethrows its own error. The group runs again afterwards.
+TEST(LocalGroup, ARankThatThrowsReleasesTheOthers) {
+  FF_REQUIRE_GPU();
+  LocalGroup group(3);
+  std::vector<Rank> ranks(3);
+  for (Rank& rank : ranks) {
+    rank.send = DeviceBuffer(1024);
+    rank.recv = DeviceBuffer(1024);
+  }
+  std::vector<std::string> messages(3);
+  try {
+    group.run([&](int r) {
+      if (r == 1) FF_THROW(ErrorCode::kInvalidArgument, "rank 1 found a bad input");
+      try {
+        group.rank(r).all_reduce(ranks[r].send.data(), ranks[r].recv.data(), 4, DType::kF32,
+                                 ranks[r].stream.get());
+      } catch (const Error& e) {
+        messages[r] = e.message();
+        throw;
+      }
+    });
+    ADD_FAILURE() << "run() returned although rank 1 threw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(), "rank 1 found a bad input");
+  }
+  for (const int r : {0, 2}) {
+    EXPECT_NE(messages[r].find("rank 1 left the group with an error (rank 1 found a bad input)"),
+              std::string::npos)
+        << messages[r];
+  }
+  group.run([&](int r) {
+    group.rank(r).all_reduce(ranks[r].send.data(), ranks[r].recv.data(), 4, DType::kF32,
+                             ranks[r].stream.get());
+    ranks[r].stream.synchronize();
+  });
+}
+
+// A rank kept waiting says, every report_after, which rank has not come to which collective,
+// and goes on waiting.
+TEST(LocalGroup, ARankKeptWaitingSaysForWhom) {
+  FF_REQUIRE_GPU();
+  LocalGroup group(2, std::chrono::milliseconds(50));
+  std::vector<Rank> ranks(2);
+  for (Rank& rank : ranks) {
+    rank.send = DeviceBuffer(1024);
+    rank.recv = DeviceBuffer(1024);
+  }
+  ::testing::internal::CaptureStderr();
+  group.run([&](int r) {
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    group.rank(r).all_gather(ranks[r].send.data(), ranks[r].recv.data(), 8, DType::kBF16,
+                             ranks[r].stream.get());
+    ranks[r].stream.synchronize();
+  });
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("rank 0 has waited"), std::string::npos) << said;
+  EXPECT_NE(said.find("collective #1, all_gather of 8 bf16 for rank(s) 1, which have not come"),
+            std::string::npos)
+      << said;
 }
 
 }  // namespace

@@ -20,7 +20,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <barrier>
 #include <cstdio>
 #include <span>
 #include <string>
@@ -34,10 +33,6 @@
 
 namespace freezeframe {
 namespace {
-
-// What ranks sharing the GPU need of CUDA (LocalGroup::prepare_process), set while the binary's
-// statics are made, before any CUDA call.
-const bool kPrepared = (LocalGroup::prepare_process(), true);
 
 using testing::reference_fixtures;
 using testing::ReferenceFile;
@@ -187,7 +182,6 @@ TEST_P(ReferenceLogitsOverTwoRanks, MatchTransformers) {
   // [rank][mode][prompt]: the prefill's last logits, and every position fed one token at a
   // time; eagerly, then in graphs.
   std::vector<float> last[2][2][3], every[2][2][3];
-  std::barrier<> steps_done(2);
   group.run([&](int r) {
     EngineOptions options;
     options.communicator = &group.rank(r);
@@ -195,7 +189,7 @@ TEST_P(ReferenceLogitsOverTwoRanks, MatchTransformers) {
     Engine engine(spec_of(c, 2), options);
     EXPECT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
     EXPECT_EQ(engine.geometry().rank.dcp_size, c.interleave > 0 ? 2 : 1);
-    SequenceRunner runner(engine, static_cast<int>(prompts.size()), longest, &steps_done);
+    SequenceRunner runner(engine, static_cast<int>(prompts.size()), longest);
     const StepOptions modes[2] = {{.eager = true}, {}};
     for (int m = 0; m < 2; ++m) {
       auto prefilled = runner.prefill(prompts, modes[m]);

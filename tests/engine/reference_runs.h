@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -82,10 +81,7 @@ inline int argmax(std::span<const float> v) {
 /// of one step never share a block.
 class SequenceRunner {
  public:
-  /// `ranks`: the group's ranks when this engine is one of several sharing a GPU, which meet
-  /// after each step's copy (LocalGroup::run says why); null for one rank.
-  SequenceRunner(Engine& engine, int sequences, int max_len, std::barrier<>* ranks = nullptr)
-      : engine_(engine), ranks_(ranks) {
+  SequenceRunner(Engine& engine, int sequences, int max_len) : engine_(engine) {
     const DeploymentLimits& limits = engine.limits();
     vocab_ = limits.vocab_size;
     // Under DCP a block id names a virtual block of block_size tokens on each rank.
@@ -126,7 +122,6 @@ class SequenceRunner {
     EXPECT_EQ(cudaMemcpy(logits.data(), result.logits.data(), logits.size() * sizeof(float),
                          cudaMemcpyDeviceToHost),
               cudaSuccess);
-    if (ranks_ != nullptr) ranks_->arrive_and_wait();
     return logits;
   }
 
@@ -170,7 +165,6 @@ class SequenceRunner {
 
  private:
   Engine& engine_;
-  std::barrier<>* ranks_ = nullptr;
   int vocab_ = 0;
   int block_tokens_ = 0;  // positions a block id names
   std::vector<std::vector<std::int32_t>> blocks_;

@@ -15,7 +15,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -35,10 +34,6 @@
 
 namespace freezeframe {
 namespace {
-
-// What ranks sharing the GPU need of CUDA (LocalGroup::prepare_process), set while the binary's
-// statics are made, before any CUDA call.
-const bool kPrepared = (LocalGroup::prepare_process(), true);
 
 using testing::relative_l2;
 
@@ -120,11 +115,9 @@ struct RankRun {
   std::vector<RuntimeMode> ran;
 };
 
-/// `ranks` (the group's ranks, null for one rank) meet after each step's copies: ranks sharing
-/// a GPU must not wait for the device (a synchronous copy may) while another rank's collective
-/// waits for them, so no rank starts a step before every rank is done with the one before.
-RankRun run_steps(Engine& engine, const Sequences& seqs, std::span<const Mode> modes,
-                  std::barrier<>* ranks = nullptr) {
+/// Ranks never meet outside their collectives: each goes on at its own pace, its synchronous
+/// copies included.
+RankRun run_steps(Engine& engine, const Sequences& seqs, std::span<const Mode> modes) {
   RankRun run;
   const int block_size = engine.limits().block_size;
   for (const Mode& mode : modes) {
@@ -152,7 +145,6 @@ RankRun run_steps(Engine& engine, const Sequences& seqs, std::span<const Mode> m
                 cudaSuccess);
       logits.push_back(std::move(host));
       tokens.emplace_back(result.host_token_ids.begin(), result.host_token_ids.end());
-      if (ranks != nullptr) ranks->arrive_and_wait();
     }
   }
   return run;
@@ -168,10 +160,9 @@ std::ostream& operator<<(std::ostream& os, const Case& c) {
   return os << c.kv_heads << " KV heads on " << c.backend << ", vocabulary " << c.vocab;
 }
 
-/// How the ranks run: their counts, how their collectives wait, the step modes.
+/// How the ranks run: their counts and the step modes.
 struct Deployments {
   std::vector<int> ranks = {2, 4};
-  LocalGroup::Sync sync = LocalGroup::Sync::kDevice;
   std::span<const Mode> modes = kModes;
 };
 
@@ -199,16 +190,15 @@ void expect_ranks_give_one_ranks_logits(const std::function<std::string(int t)>&
 
   for (const int t : runs_on.ranks) {
     SCOPED_TRACE("T = " + std::to_string(t));
-    LocalGroup group(t, runs_on.sync);
+    LocalGroup group(t);
     std::vector<RankRun> runs(static_cast<std::size_t>(t));
-    std::barrier<> steps_done(t);
     group.run([&](int r) {
       EngineOptions options = base;
       options.communicator = &group.rank(r);
       Engine engine(parse_spec(spec(t), "tp.yaml"), options);
       EXPECT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
       EXPECT_EQ(engine.geometry().rank.tp_rank, r);
-      runs[static_cast<std::size_t>(r)] = run_steps(engine, seqs, modes, &steps_done);
+      runs[static_cast<std::size_t>(r)] = run_steps(engine, seqs, modes);
     });
     EXPECT_EQ(runs[0].ran, one.ran) << "the same dispatch as one rank";
     for (std::size_t m = 0; m < modes.size(); ++m) {
@@ -307,14 +297,13 @@ INSTANTIATE_TEST_SUITE_P(DeepSeekV2LiteShaped, TensorParallelMla, ::testing::Val
                            return "q_lora_rank_" + std::to_string(info.param);
                          });
 
-// The same ranks eagerly on a host-synchronized group (LocalGroup::Sync::kHost), where no kernel
-// waits for another rank's: what compute-sanitizer can run.
-TEST(TensorParallelMlaOnTheHost, RanksGiveTheLogitsOfOneRank) {
+// The same ranks eagerly: the case compute-sanitizer runs.
+TEST(TensorParallelMlaEager, RanksGiveTheLogitsOfOneRank) {
   FF_REQUIRE_GPU();
   const Mode eager[] = {kModes[0]};
-  expect_ranks_give_one_ranks_logits(
-      [](int t) { return mla_spec(1536, t, "none"); }, 102400, "MLA on the host, q_lora_rank 1536",
-      {.ranks = {2, 4}, .sync = LocalGroup::Sync::kHost, .modes = eager});
+  expect_ranks_give_one_ranks_logits([](int t) { return mla_spec(1536, t, "none"); }, 102400,
+                                     "MLA eagerly, q_lora_rank 1536",
+                                     {.ranks = {2, 4}, .modes = eager});
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "freezeframe/engine/model/checkpoint_config.h"
 
 #include <array>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -83,6 +84,15 @@ void check_shape(const CheckpointConfig& c, std::vector<std::string>& problems) 
   }
 }
 
+/// Whether the file name says GGUF (".gguf", any case): such a file is read as one even when
+/// its magic is missing (empty, or cut short by an interrupted copy), so it is refused as a
+/// GGUF rather than as a config.
+bool named_gguf(const std::string& file) {
+  std::string extension = std::filesystem::path(file).extension().string();
+  for (char& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return extension == ".gguf";
+}
+
 bool starts_with_gguf_magic(const std::string& file) {
   std::ifstream in(file, std::ios::binary);
   char magic[4] = {};
@@ -140,7 +150,7 @@ std::optional<CheckpointConfig> read_config(const std::string& path,
     // Only a regular file is opened to look for the magic: a FIFO or a device would block or
     // never end (read_input_file refuses them by name).
     if (fs::is_regular_file(fs::status(config.config_file, ec)) &&
-        starts_with_gguf_magic(config.config_file)) {
+        (starts_with_gguf_magic(config.config_file) || named_gguf(config.config_file))) {
       config.format = CheckpointFormat::kGguf;
       read_gguf_config(config.config_file, config, problems);
     } else {

@@ -211,6 +211,12 @@ GgufFile GgufFile::open(const std::string& path) {
   const std::byte* data = file.mapping_->file.data();
   Reader r(file.path_, data, size);
 
+  // The fixed header: magic, version, tensor count, metadata count.
+  constexpr std::uint64_t kHeaderBytes = 4 + 4 + 8 + 8;
+  FF_CHECK(size >= kHeaderBytes, E::kInvalidArgument, path, ": ",
+           size == 0 ? std::string("an empty file") : std::to_string(size) + " bytes",
+           ", shorter than a GGUF header (", kHeaderBytes,
+           " bytes): not a GGUF file, or one cut short (copy or fetch it again)");
   const auto magic = r.scalar<std::uint32_t>("the magic");
   FF_CHECK(magic == 0x46554747, E::kInvalidArgument, path, ": not a GGUF file (magic 0x", std::hex,
            magic, ", expected 0x46554747, \"GGUF\")");

@@ -137,6 +137,19 @@ bool ModelRunner::is_attention(int op) const {
   return kind == OpKind::kAttention || kind == OpKind::kMlaAttention;
 }
 
+bool ModelRunner::runs_between_graphs(int op) const {
+  const Op& o = ops_[op];
+  if (o.program_op < 0) return false;
+  const auto uncapturable = [](const Communicator* c) { return c != nullptr && !c->capturable(); };
+  switch (program_.ops[o.program_op].kind) {
+    case OpKind::kAllReduce:
+    case OpKind::kGatherLogits: return uncapturable(communicator_);
+    case OpKind::kDcpGatherQueries:
+    case OpKind::kDcpMerge: return uncapturable(dcp_communicator_);
+    default: return false;
+  }
+}
+
 std::string ModelRunner::op_name(int op) const {
   const Op& o = ops_[op];
   if (o.program_op < 0) return user_pieces_[o.user_piece].name;

@@ -58,6 +58,9 @@ class ModelRunner {
   /// Ops to run in order: the program's, with the user's pieces inserted.
   [[nodiscard]] int num_ops() const { return static_cast<int>(ops_.size()); }
   [[nodiscard]] bool is_attention(int op) const;
+  /// Whether the op runs a collective that no graph may capture (Communicator::capturable):
+  /// graphs end before it and start after it, and it runs eagerly between them.
+  [[nodiscard]] bool runs_between_graphs(int op) const;
   /// The layer an op belongs to (−1 before the first layer and after the last).
   [[nodiscard]] int layer_of(int op) const { return ops_[op].layer; }
   /// The op's kind ("qkv_proj", ...) or the user piece's name.

@@ -57,6 +57,26 @@ struct CaptureBatch {
 
 void Engine::State::build_segments() {
   const int n = runner->num_ops();
+  // A collective no graph may capture (a LocalGroup's) runs eagerly between the graphs of every
+  // mode, which end before it and start after it.
+  const auto add_graphs = [&](std::vector<Segment>& segments, int begin, int end,
+                              const std::string& label, int sharing_group) {
+    int part = 0;
+    for (int i = begin; i < end;) {
+      if (runner->runs_between_graphs(i)) {
+        segments.push_back({i, i + 1, false, ""});
+        ++i;
+        continue;
+      }
+      int j = i;
+      while (j < end && !runner->runs_between_graphs(j)) ++j;
+      const bool whole = i == begin && j == end;
+      std::string name = label;
+      if (!whole) name += (name.empty() ? "part=" : ",part=") + std::to_string(part++);
+      segments.push_back({i, j, true, name, sharing_group});
+      i = j;
+    }
+  };
   if (spec.cuda_graphs.layer_by_layer) {
     for (int i = 0; i < n;) {
       int j = i;
@@ -64,25 +84,27 @@ void Engine::State::build_segments() {
       const int layer = runner->layer_of(i);
       const std::string name =
           layer >= 0 ? std::to_string(layer) : (i == 0 ? "embedding" : "lm_head");
-      full_segments.push_back({i, j, true, "layer=" + name});
+      add_graphs(full_segments, i, j, "layer=" + name, 0);
       i = j;
     }
   } else {
-    full_segments.push_back({0, n, true, ""});
+    add_graphs(full_segments, 0, n, "", 0);
   }
   int piece = 0;
   // Pieces with the same ops (a decoder's middle pieces: one layer's tail, the next one's
   // head) capture graphs of one shape, so they may share executables across layers too.
   std::map<std::string, int> groups_by_ops;
   for (int i = 0; i < n;) {
-    if (runner->is_attention(i)) {
+    if (runner->is_attention(i) || runner->runs_between_graphs(i)) {
       piecewise_segments.push_back({i, i + 1, false, ""});
       ++i;
       continue;
     }
     int j = i;
     std::string ops;
-    for (; j < n && !runner->is_attention(j); ++j) (ops += runner->op_name(j)) += ',';
+    for (; j < n && !runner->is_attention(j) && !runner->runs_between_graphs(j); ++j) {
+      (ops += runner->op_name(j)) += ',';
+    }
     const int group = spec.cuda_graphs.piecewise_sharing == PiecewiseSharing::kAcrossLayers
                           ? groups_by_ops.emplace(ops, piece).first->second
                           : piece;

@@ -1,12 +1,15 @@
 #include "freezeframe/engine/runtime/local_group.h"
 
+#include <algorithm>
 #include <array>
-#include <barrier>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,56 +43,150 @@ struct Call {
   void* recv = nullptr;
   std::size_t count = 0;
   DType dtype = DType::kF32;
-  bool failed = false;  ///< the rank could not get its stream ready (every rank then throws)
+  int group_size = 1;
+  std::uint64_t number = 0;  ///< the rank's collectives so far, this one included
+  bool capturing = false;    ///< the rank's stream is being captured (refused on every rank)
+  bool failed = false;       ///< the rank could not do its part (every rank then throws)
+};
+
+std::string describe(const Call& c) {
+  std::ostringstream os;
+  os << "collective #" << c.number << ", " << name_of(c.kind) << " of " << c.count << " "
+     << name_of(c.dtype);
+  return os.str();
+}
+
+/// The ranks' meeting place on the host: a barrier that carries each rank's call, reports the
+/// ranks it waits for, and breaks when a rank leaves with an error.
+class Meeting {
+ public:
+  Meeting(int world, std::chrono::milliseconds report_after)
+      : world_(world), report_after_(report_after) {}
+
+  /// Publishes `call` as rank `rank`'s and returns every rank's once all have arrived.
+  std::array<Call, LocalGroup::kMaxRanks> meet(int rank, const Call& call) {
+    std::unique_lock lock(mutex_);
+    throw_if_broken();
+    calls_[static_cast<std::size_t>(rank)] = call;
+    here_[static_cast<std::size_t>(rank)] = true;
+    const std::uint64_t generation = generation_;
+    if (++arrived_ == world_) {
+      met_ = calls_;
+      arrived_ = 0;
+      here_.fill(false);
+      ++generation_;
+      changed_.notify_all();
+      return met_;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    while (!changed_.wait_for(lock, report_after_,
+                              [&] { return generation_ != generation || !broken_.empty(); })) {
+      report_waiting(rank, call, std::chrono::steady_clock::now() - start);
+    }
+    if (generation_ == generation) throw_if_broken();
+    // A meeting done is never undone: met_ changes only once this rank arrives again.
+    return met_;
+  }
+
+  /// Rank `rank` leaves with `error`: every rank waiting, or coming later, throws.
+  void leave(int rank, const std::exception_ptr& error) {
+    const std::lock_guard lock(mutex_);
+    if (!broken_.empty()) return;
+    std::ostringstream why;
+    why << "local group: rank " << rank << " left the group with an error";
+    code_ = E::kInternal;
+    try {
+      std::rethrow_exception(error);
+    } catch (const Error& e) {
+      why << " (" << e.message() << ")";
+      code_ = e.code();
+    } catch (const std::exception& e) {
+      why << " (" << e.what() << ")";
+    } catch (...) {
+    }
+    broken_ = why.str();
+    changed_.notify_all();
+  }
+
+  /// A new run(): nobody waits, nobody has left.
+  void reset() {
+    const std::lock_guard lock(mutex_);
+    arrived_ = 0;
+    here_.fill(false);
+    broken_.clear();
+  }
+
+ private:
+  void throw_if_broken() const {
+    if (!broken_.empty()) throw Error(code_, broken_, __FILE__, __LINE__);
+  }
+
+  /// Says on stderr which ranks rank `rank` is still waiting for (the mutex is held).
+  void report_waiting(int rank, const Call& call, std::chrono::steady_clock::duration waited) {
+    std::ostringstream missing;
+    for (int r = 0; r < world_; ++r) {
+      if (!here_[static_cast<std::size_t>(r)]) missing << (missing.tellp() > 0 ? ", " : "") << r;
+    }
+    std::fprintf(stderr,
+                 "freezeframe local group: rank %d has waited %.1f s in its %s for rank(s) %s, "
+                 "which have not come to it\n",
+                 rank, std::chrono::duration<double>(waited).count(), describe(call).c_str(),
+                 missing.str().c_str());
+  }
+
+  const int world_;
+  const std::chrono::milliseconds report_after_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::array<Call, LocalGroup::kMaxRanks> calls_{}, met_{};
+  std::array<bool, LocalGroup::kMaxRanks> here_{};
+  int arrived_ = 0;
+  std::uint64_t generation_ = 0;
+  std::string broken_;  // why every meeting now throws
+  ErrorCode code_ = E::kInternal;
 };
 
 }  // namespace
 
 struct LocalGroup::State {
   int world = 1;
-  Sync sync = Sync::kDevice;
-  DeviceBuffer flags;  // arrived, left, epochs: [kMaxRanks][kMaxBlocks] each
-  std::barrier<> meeting;
-  std::array<Call, kMaxRanks> calls{};
-  std::vector<std::unique_ptr<Communicator>> ranks;
-  std::array<DeviceBuffer, kMaxRanks> scratch;  // Sync::kHost: each rank's result before its copy
-
   int device = 0;  // the CUDA device the group lives on
+  Meeting meeting;
+  std::vector<std::unique_ptr<Communicator>> ranks;
+  // Each rank's events: its inputs are ready (recorded before the first meeting) and its part
+  // is done (before the second). A rank is in one collective at a time, whatever its group.
+  std::vector<Event> ready, done;
+  std::array<std::uint64_t, kMaxRanks> collectives{};  // each rank's so far
 
-  State(int world_size, Sync how) : world(world_size), sync(how), meeting(world_size) {}
+  State(int world_size, std::chrono::milliseconds report_after)
+      : world(world_size), meeting(world_size, report_after) {}
 
-  [[nodiscard]] std::uint32_t* flag_array(int which) const {
-    return static_cast<std::uint32_t*>(flags.data()) +
-           static_cast<std::size_t>(which) * kMaxRanks * local_group::kMaxBlocks;
-  }
-
-  /// Publishes `call` as rank `rank`'s and returns every rank's.
-  std::array<Call, kMaxRanks> meet(int rank, const Call& call) {
-    calls[static_cast<std::size_t>(rank)] = call;
-    meeting.arrive_and_wait();
-    const std::array<Call, kMaxRanks> all = calls;
-    meeting.arrive_and_wait();  // nobody publishes its next call before all have read this one
-    return all;
-  }
-
-  /// Every rank's call, checked alike on every rank: a mismatch is refused on all of them (none
-  /// is left waiting for a rank that threw). `before` is this rank's failure to get ready for
-  /// it, if any: rethrown here, once every rank knows.
+  /// Every rank's call, checked alike on every rank: a mismatch is refused on all of them
+  /// (none is left waiting for a rank that threw). `own` is this rank's failure to do its part
+  /// so far, if any: rethrown here, once every rank knows of it.
   std::array<Call, kMaxRanks> meet_and_check(int rank, Call call,
-                                             const std::exception_ptr& before = nullptr) {
-    call.failed = before != nullptr;
-    const std::array<Call, kMaxRanks> all = meet(rank, call);
-    if (before) std::rethrow_exception(before);
+                                             const std::exception_ptr& own = nullptr) {
+    call.failed = own != nullptr;
+    const std::array<Call, kMaxRanks> all = meeting.meet(rank, call);
+    if (own) std::rethrow_exception(own);
     for (int r = 0; r < world; ++r) {
-      FF_CHECK(!all[r].failed, E::kCudaError, "local group: rank ", r, " failed before its ",
-               name_of(all[r].kind), " (its error is its own)");
+      FF_CHECK(!all[r].failed, E::kCudaError, "local group: rank ", r, " failed in its ",
+               describe(all[r]), " (its error is its own)");
+    }
+    for (int r = 0; r < world; ++r) {
+      FF_CHECK(!all[r].capturing, E::kUnsupported, "local group: rank ", r, "'s ", describe(all[r]),
+               " is being captured, and a LocalGroup's collectives run between graphs, ordered "
+               "by events (a graph of one rank cannot wait for another's): capture the work "
+               "before and after it, as the engine does");
     }
     for (int r = 1; r < world; ++r) {
-      FF_CHECK(all[r].kind == all[0].kind && all[r].count == all[0].count &&
-                   all[r].dtype == all[0].dtype,
-               E::kInvalidArgument, "local group: rank 0 calls ", name_of(all[0].kind), " of ",
-               all[0].count, " ", name_of(all[0].dtype), " while rank ", r, " calls ",
-               name_of(all[r].kind), " of ", all[r].count, " ", name_of(all[r].dtype),
+      const bool same = all[r].kind == all[0].kind && all[r].count == all[0].count &&
+                        all[r].dtype == all[0].dtype;
+      FF_CHECK(same && all[r].group_size == all[0].group_size, E::kInvalidArgument,
+               "local group: rank 0 calls ", describe(all[0]),
+               same ? " in groups of " + std::to_string(all[0].group_size) : std::string(),
+               " while rank ", r, " calls ", describe(all[r]),
+               same ? " in groups of " + std::to_string(all[r].group_size) : std::string(),
                " (every rank calls the same collectives in the same order)");
     }
     const bool reduces = call.kind == Kind::kReduceScatter || call.kind == Kind::kAllReduce;
@@ -101,27 +198,24 @@ struct LocalGroup::State {
   }
 
   /// Rank `rank`'s part of a collective of the ranks [first, first + size), called by every
-  /// rank of the group at once (each of its own group's).
-  void run(int rank, int first, int size, const Call& call, cudaStream_t stream) {
-    if (sync == Sync::kHost) return run_on_host(rank, first, size, call, stream);
-    // Run eagerly, a collective waits for no one on the device: every rank's stream is drained
-    // before the ranks meet (their sends are written, their receives free), each rank's kernel
-    // then reads the others' sends as they stand, and the ranks meet again once every kernel
-    // has finished (nobody overwrites a send another still reads). No kernel ever spins while a
-    // rank is outside a collective, where it may load kernels (cuBLAS loads its own on first
-    // use, whatever CUDA_MODULE_LOADING says; a load waits for the device) or run kernels that
-    // need SMs a spinning collective would hold. A captured collective is replayed with no
-    // host: its blocks meet the other ranks' through the flags.
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  /// rank of the group at once (each of its own group's). Nothing here waits for the device.
+  void run(int rank, int first, int size, Call call, cudaStream_t stream) {
+    const auto mine = static_cast<std::size_t>(rank);
+    call.group_size = size;
+    call.number = ++collectives[mine];
+    // The stream's state and its inputs' event, before the meeting: every rank learns whether
+    // any could not get ready, and throws alike.
     std::exception_ptr failed;
     try {
-      FF_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
-      if (capturing == cudaStreamCaptureStatusNone) FF_CUDA_CHECK(cudaStreamSynchronize(stream));
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      FF_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+      call.capturing = status != cudaStreamCaptureStatusNone;
+      if (!call.capturing) ready[mine].record(stream);
     } catch (...) {
       failed = std::current_exception();
     }
-    const bool eager = capturing == cudaStreamCaptureStatusNone;
     const std::array<Call, kMaxRanks> all = meet_and_check(rank, call, failed);
+    // Every rank's ready event is recorded: each wait below is for work already enqueued.
     try {
       local_group::Collective c;
       c.kind = call.kind;
@@ -129,79 +223,24 @@ struct LocalGroup::State {
       c.world = size;
       c.count = call.count;
       c.dtype = call.dtype;
-      c.meet = !eager;
-      for (int r = 0; r < size; ++r) {
-        c.send[r] = all[first + r].send;
-        c.recv[r] = all[first + r].recv;
+      for (int r = first; r < first + size; ++r) {
+        c.send[r - first] = all[r].send;
+        c.recv[r - first] = all[r].recv;
+        const cudaEvent_t inputs = ready[static_cast<std::size_t>(r)].get();
+        if (r != rank) FF_CUDA_CHECK(cudaStreamWaitEvent(stream, inputs));
       }
-      // The group's rows of the flags: its ranks' blocks meet each other only.
-      const std::size_t rows = static_cast<std::size_t>(first) * local_group::kMaxBlocks;
-      c.arrived = flag_array(0) + rows;
-      c.left = flag_array(1) + rows;
-      c.epochs = flag_array(2) + rows;
       local_group::launch(c, stream);
-      if (eager) FF_CUDA_CHECK(cudaStreamSynchronize(stream));
+      done[mine].record(stream);
     } catch (...) {
       failed = std::current_exception();
     }
-    // Eagerly, every rank's kernel has finished; captured, every rank's is in its graph.
-    meeting.arrive_and_wait();
-    if (failed) std::rethrow_exception(failed);
-  }
-
-  /// Sync::kHost: no kernel waits for another rank's (local_group.h).
-  void run_on_host(int rank, int first, int size, const Call& call, cudaStream_t stream) {
-    // Every rank of a group captures the same collectives, so each refuses alike here.
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    FF_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
-    FF_CHECK(capturing == cudaStreamCaptureStatusNone, E::kUnsupported,
-             "local group: ", name_of(call.kind),
-             " waits for the host in a host-synchronized group (LocalGroup::Sync::kHost), so no "
-             "graph can capture it");
-    std::exception_ptr before;
-    try {
-      FF_CUDA_CHECK(cudaStreamSynchronize(stream));  // this rank's send is written
-    } catch (...) {
-      before = std::current_exception();
-    }
-    const std::array<Call, kMaxRanks> all = meet_and_check(rank, call, before);
-    const std::size_t block = call.count * size_of(call.dtype);
-    const std::size_t result =
-        call.kind == Kind::kAllGather || call.kind == Kind::kAllToAll ? block * size : block;
-    const int me = rank - first;
-    DeviceBuffer& out = scratch[static_cast<std::size_t>(rank)];
-    std::exception_ptr failed;
-    try {
-      if (out.bytes() < result) out = DeviceBuffer(result);
-      auto* dst = static_cast<std::uint8_t*>(out.data());
-      const void* sends[kMaxRanks] = {};
-      for (int r = 0; r < size; ++r) sends[r] = all[first + r].send;
-      switch (call.kind) {
-        case Kind::kAllGather:
-        case Kind::kAllToAll:
-          for (int r = 0; r < size; ++r) {
-            const std::size_t from = call.kind == Kind::kAllToAll ? me * block : 0;
-            FF_CUDA_CHECK(cudaMemcpyAsync(dst + r * block,
-                                          static_cast<const std::uint8_t*>(sends[r]) + from, block,
-                                          cudaMemcpyDeviceToDevice, stream));
-          }
-          break;
-        case Kind::kReduceScatter:
-        case Kind::kAllReduce: {
-          const std::size_t offset = call.kind == Kind::kReduceScatter ? me * call.count : 0;
-          local_group::launch_sum(sends, size, offset, call.count, call.dtype, dst, stream);
-          break;
-        }
-      }
-      FF_CUDA_CHECK(cudaStreamSynchronize(stream));
-    } catch (...) {
-      failed = std::current_exception();
-    }
-    meeting.arrive_and_wait();  // every rank has read the sends: receives may be overwritten
-    if (failed) std::rethrow_exception(failed);
-    if (result > 0) {
-      FF_CUDA_CHECK(
-          cudaMemcpyAsync(call.recv, out.data(), result, cudaMemcpyDeviceToDevice, stream));
+    // Every rank's part is enqueued, its done event recorded: before its next work each rank
+    // waits for them all, so none overwrites a buffer another's part still reads, or reads one
+    // another's part still writes.
+    (void)meet_and_check(rank, call, failed);
+    for (int r = first; r < first + size; ++r) {
+      const cudaEvent_t part = done[static_cast<std::size_t>(r)].get();
+      if (r != rank) FF_CUDA_CHECK(cudaStreamWaitEvent(stream, part));
     }
   }
 };
@@ -215,6 +254,7 @@ class LocalRank final : public Communicator {
       : group_(group), rank_(rank), first_(first), size_(size) {}
   [[nodiscard]] int rank() const override { return rank_ - first_; }
   [[nodiscard]] int world_size() const override { return size_; }
+  [[nodiscard]] bool capturable() const override { return false; }
 
   void all_gather(const void* send, void* recv, std::size_t count, DType dtype,
                   cudaStream_t stream) override {
@@ -241,18 +281,20 @@ class LocalRank final : public Communicator {
 }  // namespace
 
 void LocalGroup::prepare_process() {
-  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(kConnections).c_str(), 0);
 }
 
-LocalGroup::LocalGroup(int world_size, Sync sync) {
+LocalGroup::LocalGroup(int world_size, std::chrono::milliseconds report_after) {
   FF_CHECK(world_size >= 1 && world_size <= kMaxRanks, E::kInvalidArgument, "local group of ",
            world_size, " ranks: it holds 1 to ", kMaxRanks);
-  state_ = std::make_unique<State>(world_size, sync);
+  FF_CHECK(report_after.count() > 0, E::kInvalidArgument,
+           "local group: report_after must be positive, got ", report_after.count(), " ms");
+  state_ = std::make_unique<State>(world_size, report_after);
   FF_CUDA_CHECK(cudaGetDevice(&state_->device));
-  const std::size_t bytes = 3 * sizeof(std::uint32_t) * kMaxRanks * local_group::kMaxBlocks;
-  state_->flags = DeviceBuffer(bytes);
-  FF_CUDA_CHECK(cudaMemset(state_->flags.data(), 0, bytes));
+  for (int r = 0; r < world_size; ++r) {
+    state_->ready.emplace_back();
+    state_->done.emplace_back();
+  }
   // Every group of consecutive ranks whose size divides the world's, made here so ranks may
   // ask for theirs from their own threads.
   for (int size = 1; size <= world_size; ++size) {
@@ -261,27 +303,11 @@ LocalGroup::LocalGroup(int world_size, Sync sync) {
       state_->ranks.push_back(std::make_unique<LocalRank>(*state_, r, r - r % size, size));
     }
   }
-  local_group::load_kernels();
-  const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  static std::once_flag warned;
-  if (world_size > 1 && sync == Sync::kDevice &&
-      (connections == nullptr || std::atoi(connections) < 2 * world_size)) {
-    std::call_once(warned, [&] {
-      std::fprintf(
-          stderr,
-          "freezeframe warning: a local group of %d ranks on CUDA_DEVICE_MAX_CONNECTIONS=%s "
-          "hardware queues: ranks' streams sharing one may stop a replayed collective "
-          "(call LocalGroup::prepare_process() before the first CUDA call)\n",
-          world_size, connections == nullptr ? "8 (unset)" : connections);
-    });
-  }
 }
 
 LocalGroup::~LocalGroup() = default;
 
 int LocalGroup::world_size() const { return state_->world; }
-
-LocalGroup::Sync LocalGroup::sync() const { return state_->sync; }
 
 Communicator& LocalGroup::rank(int r) { return rank(r, state_->world); }
 
@@ -300,7 +326,9 @@ Communicator& LocalGroup::rank(int r, int group_size) {
 
 void LocalGroup::run(const std::function<void(int rank)>& body) {
   const int world = state_->world, device = state_->device;
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(world));
+  state_->meeting.reset();
+  std::mutex first_mutex;
+  std::exception_ptr first;  // the first rank's exception to leave the group
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
@@ -308,14 +336,17 @@ void LocalGroup::run(const std::function<void(int rank)>& body) {
         FF_CUDA_CHECK(cudaSetDevice(device));
         body(r);
       } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
+        const std::exception_ptr error = std::current_exception();
+        {
+          const std::lock_guard lock(first_mutex);
+          if (!first) first = error;
+        }
+        state_->meeting.leave(r, error);
       }
     });
   }
   for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  if (first) std::rethrow_exception(first);
 }
 
 }  // namespace freezeframe
