@@ -10,9 +10,10 @@
 #include <random>
 #include <vector>
 
+#include "freezeframe/base/dtype.h"
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/cuda_handles.h"
-#include "freezeframe/core/dtype.h"
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/element_value.h"
 
 namespace freezeframe::bench {
 

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "bench_support.h"
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/core/device.h"
-#include "freezeframe/core/error.h"
 #include "freezeframe/core/tensor.h"
 #include "kernels/cache_write.h"
 

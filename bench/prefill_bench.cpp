@@ -24,9 +24,9 @@
 #include "bench_support.h"
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/backends/synthetic_batch.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/core/device.h"
-#include "freezeframe/core/error.h"
 
 namespace ff = freezeframe;
 

@@ -14,15 +14,15 @@
 #include <string>
 #include <vector>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/checkpoints/checkpoint_config.h"
 #include "freezeframe/engine.h"
-#include "freezeframe/engine/model/chat_format.h"
-#include "freezeframe/engine/model/checkpoint_config.h"
-#include "freezeframe/engine/model/tokenizer.h"
 #include "freezeframe/engine/spec/checkpoint_spec.h"
 #include "freezeframe/serving/generation_loop.h"
 #include "freezeframe/serving/stop_tokens.h"
 #include "freezeframe/serving/token_source.h"
+#include "freezeframe/text/chat_format.h"
+#include "freezeframe/text/tokenizer.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {

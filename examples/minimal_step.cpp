@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/engine.h"
 
 int main(int argc, char** argv) {

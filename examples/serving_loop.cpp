@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/serving/request_trace.h"

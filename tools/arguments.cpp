@@ -10,8 +10,8 @@
 #include <string>
 
 #include "freezeframe/backends/registry.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/core/device.h"
-#include "freezeframe/core/error.h"
 #include "freezeframe/engine/spec/byte_size.h"
 
 namespace freezeframe::tools {

@@ -35,9 +35,9 @@
 
 #include "arguments.h"
 #include "commands.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/core/device.h"
-#include "freezeframe/core/error.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/runtime/local_group.h"
 #include "freezeframe/engine/spec/spec.h"

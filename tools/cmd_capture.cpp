@@ -14,8 +14,8 @@
 
 #include "arguments.h"
 #include "commands.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/core/device.h"
-#include "freezeframe/core/error.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/spec/spec.h"
 

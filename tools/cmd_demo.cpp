@@ -12,9 +12,9 @@
 #include "freezeframe/backends/host_reference.h"
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/backends/synthetic_batch.h"
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/core/device.h"
-#include "freezeframe/core/error.h"
 #include "freezeframe/core/host_tensor.h"
 
 namespace freezeframe::tools {

@@ -18,17 +18,17 @@
 
 #include "arguments.h"
 #include "commands.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/base/printable.h"
+#include "freezeframe/checkpoints/checkpoint_config.h"
 #include "freezeframe/core/device.h"
-#include "freezeframe/core/error.h"
-#include "freezeframe/core/printable.h"
-#include "freezeframe/engine/model/chat_format.h"
-#include "freezeframe/engine/model/checkpoint_config.h"
-#include "freezeframe/engine/model/tokenizer.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/spec/checkpoint_spec.h"
 #include "freezeframe/serving/generation_loop.h"
 #include "freezeframe/serving/stop_tokens.h"
 #include "freezeframe/serving/token_source.h"
+#include "freezeframe/text/chat_format.h"
+#include "freezeframe/text/tokenizer.h"
 
 namespace freezeframe::tools {
 namespace {

@@ -14,11 +14,11 @@
 
 #include "arguments.h"
 #include "commands.h"
-#include "freezeframe/core/dtype.h"
-#include "freezeframe/core/error.h"
-#include "freezeframe/engine/model/checkpoint_config.h"
+#include "freezeframe/base/dtype.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/checkpoints/checkpoint_config.h"
+#include "freezeframe/engine/model/checkpoint_weights.h"
 #include "freezeframe/engine/model/model_program.h"
-#include "freezeframe/engine/model/weight_source.h"
 #include "freezeframe/engine/spec/spec.h"
 
 namespace freezeframe::tools {

@@ -16,8 +16,8 @@
 
 #include "arguments.h"
 #include "commands.h"
-#include "freezeframe/core/error.h"
-#include "freezeframe/core/printable.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/base/printable.h"
 #include "freezeframe/engine/plan/memory_planner.h"
 #include "freezeframe/engine/spec/byte_size.h"
 #include "freezeframe/engine/spec/spec.h"

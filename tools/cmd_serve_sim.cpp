@@ -17,9 +17,9 @@
 
 #include "arguments.h"
 #include "commands.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/base/printable.h"
 #include "freezeframe/core/device.h"
-#include "freezeframe/core/error.h"
-#include "freezeframe/core/printable.h"
 #include "freezeframe/engine/plan/memory_planner.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/runtime/graph_scope.h"

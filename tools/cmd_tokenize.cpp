@@ -9,9 +9,9 @@
 
 #include "arguments.h"
 #include "commands.h"
-#include "freezeframe/core/printable.h"
-#include "freezeframe/engine/model/chat_format.h"
-#include "freezeframe/engine/model/tokenizer.h"
+#include "freezeframe/base/printable.h"
+#include "freezeframe/text/chat_format.h"
+#include "freezeframe/text/tokenizer.h"
 
 namespace freezeframe::tools {
 

@@ -1,6 +1,6 @@
 #include "error_report.h"
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe::tools {
 

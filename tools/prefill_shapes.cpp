@@ -4,7 +4,7 @@
 #include <string>
 
 #include "arguments.h"
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe::tools {
 namespace {

@@ -1,4 +1,5 @@
 #include "freezeframe/backends/host_reference.h"
+#include "freezeframe/core/element_value.h"
 
 #include <algorithm>
 #include <atomic>
@@ -7,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe::host_reference {
 namespace {

@@ -5,8 +5,8 @@
 
 #include "freezeframe/backends/backend.h"
 #include "freezeframe/core/block_size.h"
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/device.h"
-#include "freezeframe/core/error.h"
 
 namespace freezeframe {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "reference/reference_backends.h"
 
 namespace freezeframe {

@@ -4,7 +4,7 @@
 #include <numeric>
 #include <random>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe {
 

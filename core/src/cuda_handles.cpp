@@ -4,7 +4,7 @@
 #include <cstring>
 #include <utility>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 
 namespace freezeframe {
 

@@ -2,7 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 #include "kernel_image.h"
 
 #ifndef FREEZEFRAME_CUDA_ARCHITECTURES

@@ -2,8 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/device.h"
-#include "freezeframe/core/error.h"
 
 namespace freezeframe {
 

@@ -1,8 +1,9 @@
 #include "freezeframe/core/host_tensor.h"
+#include "freezeframe/core/element_value.h"
 
 #include <algorithm>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe {
 

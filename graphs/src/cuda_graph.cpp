@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 
 namespace freezeframe {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/graphs/capture_sizes.h"
 
 namespace freezeframe {

@@ -1,6 +1,6 @@
 #include "freezeframe/graphs/graph_mode.h"
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 
 namespace freezeframe {
 namespace {

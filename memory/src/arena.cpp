@@ -3,7 +3,8 @@
 #include <cstdint>
 #include <utility>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/printable.h"
+#include "freezeframe/core/cuda_check.h"
 
 namespace freezeframe {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe {
 

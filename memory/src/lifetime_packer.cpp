@@ -5,7 +5,7 @@
 #include <numeric>
 #include <utility>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe {
 namespace {

@@ -2,7 +2,8 @@
 
 #include <cstdio>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/base/printable.h"
 #include "freezeframe/memory/lifetime_packer.h"
 
 namespace freezeframe {
@@ -80,23 +81,6 @@ void MemoryPlan::check_fits() const {
              format_bytes(r.bytes), ") ends at byte ", r.end(), ", past the budget of ", capacity_,
              " bytes (", format_bytes(capacity_), ") by ", r.end() - capacity_, " bytes");
   }
-}
-
-std::string format_bytes(std::int64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while ((value >= 1024.0 || value <= -1024.0) && unit < 4) {
-    value /= 1024.0;
-    ++unit;
-  }
-  char text[32];
-  if (unit == 0) {
-    std::snprintf(text, sizeof text, "%lld B", static_cast<long long>(bytes));
-  } else {
-    std::snprintf(text, sizeof text, "%.2f %s", value, kUnits[unit]);
-  }
-  return text;
 }
 
 }  // namespace freezeframe

@@ -4,7 +4,7 @@
 #include <climits>
 #include <string>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe {
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "freezeframe/core/error.h"
-#include "freezeframe/core/printable.h"
-#include "freezeframe/engine/spec/input_file.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/base/input_file.h"
+#include "freezeframe/base/printable.h"
 #include "freezeframe/serving/request_trace.h"
 
 namespace freezeframe {

@@ -6,9 +6,9 @@
 #include <limits>
 #include <string>
 
-#include "freezeframe/core/error.h"
-#include "freezeframe/core/printable.h"
-#include "freezeframe/engine/spec/input_file.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/base/input_file.h"
+#include "freezeframe/base/printable.h"
 
 namespace freezeframe {
 namespace {

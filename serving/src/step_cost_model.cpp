@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <limits>
 
-#include "freezeframe/core/error.h"
-#include "freezeframe/core/printable.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/base/printable.h"
 
 namespace freezeframe {
 namespace {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "freezeframe/core/error.h"
-#include "freezeframe/core/printable.h"
-#include "freezeframe/engine/spec/input_file.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/base/input_file.h"
+#include "freezeframe/base/printable.h"
 #include "freezeframe/serving/step_cost_model.h"
 
 namespace freezeframe {

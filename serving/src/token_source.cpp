@@ -1,6 +1,6 @@
 #include "freezeframe/serving/token_source.h"
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe {
 

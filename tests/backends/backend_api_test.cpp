@@ -10,7 +10,7 @@
 #include "freezeframe/backends/backend.h"
 #include "freezeframe/backends/metadata_builder.h"
 #include "freezeframe/backends/registry.h"
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe {
 namespace {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "freezeframe/backends/host_reference.h"
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 #include "kernels/cache_write.h"
 #include "support/device_tensor.h"
 #include "support/gpu.h"

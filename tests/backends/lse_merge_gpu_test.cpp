@@ -10,7 +10,7 @@
 
 #include "freezeframe/backends/host_reference.h"
 #include "freezeframe/backends/lse_merge.h"
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 #include "support/device_tensor.h"
 #include "support/gpu.h"
 #include "support/random.h"

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "freezeframe/backends/metadata_builder.h"
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/cuda_handles.h"
-#include "freezeframe/core/error.h"
 #include "support/gpu.h"
 
 namespace freezeframe {

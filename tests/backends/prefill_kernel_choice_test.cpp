@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "prefill/prefill_policy.h"
 
 namespace freezeframe {

@@ -8,7 +8,7 @@
 #include <map>
 #include <vector>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "prefill/prefill_params.h"
 #include "prefill/prefill_plan.h"
 

@@ -5,10 +5,11 @@
 #include <cmath>
 #include <type_traits>
 
+#include "freezeframe/base/dtype.h"
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/core/device.h"
-#include "freezeframe/core/dtype.h"
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/element_value.h"
 #include "freezeframe/core/host_tensor.h"
 #include "freezeframe/core/tensor.h"
 

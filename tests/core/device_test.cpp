@@ -8,8 +8,8 @@
 
 #include <string>
 
+#include "freezeframe/base/error.h"
 #include "freezeframe/core/device.h"
-#include "freezeframe/core/error.h"
 
 namespace freezeframe {
 namespace {

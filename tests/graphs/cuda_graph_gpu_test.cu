@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/cuda_handles.h"
-#include "freezeframe/core/error.h"
 #include "freezeframe/graphs/cuda_graph.h"
 #include "support/gpu.h"
 

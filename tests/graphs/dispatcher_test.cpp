@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/graphs/capture_sizes.h"
 #include "freezeframe/graphs/dispatcher.h"
 

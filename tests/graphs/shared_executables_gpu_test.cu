@@ -6,8 +6,8 @@
 
 #include <vector>
 
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/cuda_handles.h"
-#include "freezeframe/core/error.h"
 #include "freezeframe/graphs/shared_executables.h"
 #include "support/gpu.h"
 

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include "freezeframe/base/error.h"
 #include "freezeframe/core/device.h"
-#include "freezeframe/core/error.h"
 #include "freezeframe/memory/arena.h"
 #include "freezeframe/memory/memory_plan.h"
 

@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/memory/block_pool.h"
 
 namespace freezeframe {

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/memory/lifetime_packer.h"
 
 namespace freezeframe {

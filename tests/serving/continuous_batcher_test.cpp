@@ -8,7 +8,7 @@
 #include <random>
 #include <set>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/serving/continuous_batcher.h"
 #include "freezeframe/serving/request_trace.h"
 

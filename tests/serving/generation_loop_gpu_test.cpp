@@ -10,10 +10,10 @@
 #include <random>
 #include <vector>
 
-#include "engine/engine_test_util.h"
-#include "freezeframe/core/error.h"
-#include "freezeframe/engine/model/sampler.h"
+#include "engine/runtime/engine_test_util.h"
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/engine/runtime/engine.h"
+#include "freezeframe/engine/runtime/sampler.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/serving/generation_loop.h"
 #include "support/gpu.h"

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/serving/generation_loop.h"
 #include "freezeframe/serving/stop_tokens.h"
 

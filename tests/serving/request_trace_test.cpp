@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/serving/request_trace.h"
 
 namespace freezeframe {

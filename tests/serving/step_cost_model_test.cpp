@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/serving/step_cost_model.h"
 #include "freezeframe/serving/step_work.h"
 #include "support/scratch_files.h"

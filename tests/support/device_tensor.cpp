@@ -1,6 +1,6 @@
 #include "support/device_tensor.h"
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 
 namespace freezeframe::testing {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "arguments.h"
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/engine/spec/deployment.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/serving/step_work.h"

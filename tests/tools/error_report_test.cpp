@@ -8,7 +8,7 @@
 #include <string>
 
 #include "error_report.h"
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe::tools {
 namespace {

@@ -7,7 +7,7 @@
 #include <cuda_fp8.h>
 
 #include "freezeframe/core/convert.cuh"
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 #include "kernels/cache_write.h"
 
 namespace freezeframe::kernels {

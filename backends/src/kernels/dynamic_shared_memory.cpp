@@ -4,7 +4,7 @@
 #include <set>
 #include <tuple>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 
 namespace freezeframe::kernels {
 

@@ -1,7 +1,7 @@
 #include "freezeframe/backends/lse_merge.h"
 
 #include "freezeframe/core/convert.cuh"
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 #include "kernels/merge_state.cuh"
 
 namespace freezeframe {

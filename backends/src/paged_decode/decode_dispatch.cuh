@@ -1,7 +1,7 @@
 #pragma once
 // The kernel of one head size for a dtype pair and heads per CTA; included by decode_d<D>.cu.
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "paged_decode/decode_kernel.cuh"
 #include "paged_decode/decode_launch.h"
 

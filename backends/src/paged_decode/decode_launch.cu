@@ -1,6 +1,6 @@
 // Head-size dispatch of the decode kernel, and the split combine.
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 #include "kernels/head_sizes.h"
 #include "kernels/merge_state.cuh"
 #include "paged_decode/decode_kernel.cuh"

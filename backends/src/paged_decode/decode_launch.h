@@ -3,7 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "freezeframe/core/dtype.h"
+#include "freezeframe/base/dtype.h"
 #include "paged_decode/decode_params.h"
 
 namespace freezeframe::paged_decode {

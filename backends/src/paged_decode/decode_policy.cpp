@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/device.h"
-#include "freezeframe/core/error.h"
 #include "paged_decode/decode_launch.h"
 
 namespace freezeframe {

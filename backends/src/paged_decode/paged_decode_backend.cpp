@@ -15,7 +15,7 @@
 #include <array>
 
 #include "freezeframe/backends/attention_type.h"
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "kernels/cache_write.h"
 #include "kernels/head_sizes.h"
 #include "paged_decode/decode_policy.h"

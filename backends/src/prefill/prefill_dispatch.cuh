@@ -1,7 +1,7 @@
 #pragma once
 // The kernel of one head size for a dtype pair; included by prefill_d<D>.cu.
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "prefill/prefill_kernel.cuh"
 #include "prefill/prefill_launch.h"
 

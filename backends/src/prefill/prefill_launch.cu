@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 #include "kernels/dynamic_shared_memory.h"
 #include "kernels/head_sizes.h"
 #include "prefill/prefill_kernel.cuh"

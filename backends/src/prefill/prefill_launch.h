@@ -3,7 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "freezeframe/core/dtype.h"
+#include "freezeframe/base/dtype.h"
 #include "prefill/prefill_params.h"
 
 namespace freezeframe::prefill {

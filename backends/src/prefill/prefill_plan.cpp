@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "prefill/prefill_params.h"
 
 namespace freezeframe::prefill {

@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "freezeframe/base/error.h"
 #include "freezeframe/core/device.h"
 #include "freezeframe/core/device_properties.h"
-#include "freezeframe/core/error.h"
 #include "prefill/prefill_launch.h"
 #include "prefill/prefill_plan.h"
 #include "prefill/sm90/prefill_sm90_launch.h"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 #include "reference/attention_kernel.cuh"
 #include "reference/launch.h"
 

@@ -5,7 +5,7 @@
 #include <cuda_fp16.h>
 
 #include "freezeframe/core/convert.cuh"
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 #include "reference/mla_launch.h"
 
 namespace freezeframe::reference {

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe::reference {
 

@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "freezeframe/backends/attention_type.h"
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "kernels/cache_write.h"
 #include "reference/launch.h"
 #include "reference/positions_plan.h"

@@ -18,7 +18,7 @@
 #include <array>
 #include <cmath>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "reference/launch.h"
 #include "reference/mla_launch.h"
 #include "reference/positions_plan.h"

@@ -1,6 +1,6 @@
 #include "freezeframe/engine/model/model_program.h"
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/engine/spec/tensor_parallel.h"
 
 namespace freezeframe {

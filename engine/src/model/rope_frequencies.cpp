@@ -3,7 +3,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe {
 

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "freezeframe/engine/model/checkpoint_config.h"
+#include "freezeframe/checkpoints/checkpoint_config.h"
 #include "freezeframe/engine/spec/spec.h"
 
 namespace freezeframe {

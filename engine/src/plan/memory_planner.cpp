@@ -9,10 +9,11 @@
 #include <vector>
 
 #include "freezeframe/backends/registry.h"
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/base/printable.h"
 #include "freezeframe/core/nvtx.h"
-#include "freezeframe/engine/model/layer_params.h"
 #include "freezeframe/engine/plan/staging_layout.h"
+#include "freezeframe/engine/spec/layer_params.h"
 #include "freezeframe/memory/lifetime_packer.h"
 
 namespace freezeframe {

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "freezeframe/backends/registry.h"
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/engine/spec/deployment.h"
 
 namespace freezeframe {

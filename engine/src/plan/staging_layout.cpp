@@ -3,7 +3,7 @@
 #include <set>
 
 #include "freezeframe/backends/registry.h"
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 
 namespace freezeframe {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <map>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/nvtx.h"
 #include "runtime/engine_state.h"
 

@@ -6,11 +6,11 @@
 #include <map>
 
 #include "freezeframe/backends/registry.h"
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/device.h"
 #include "freezeframe/core/device_properties.h"
-#include "freezeframe/core/error.h"
 #include "freezeframe/core/nvtx.h"
-#include "freezeframe/engine/model/weight_source.h"
+#include "freezeframe/engine/model/checkpoint_weights.h"
 #include "freezeframe/engine/plan/staging_layout.h"
 #include "freezeframe/engine/runtime/graph_scope.h"
 #include "freezeframe/engine/spec/tensor_parallel.h"

@@ -18,7 +18,7 @@
 #include "freezeframe/graphs/cuda_graph.h"
 #include "freezeframe/graphs/shared_executables.h"
 #include "freezeframe/memory/arena.h"
-#include "model/model_runner.h"
+#include "runtime/model_runner.h"
 #include "runtime/step_stager.h"
 
 namespace freezeframe {

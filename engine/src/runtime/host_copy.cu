@@ -2,7 +2,7 @@
 
 #include <cstddef>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 
 namespace freezeframe {
 namespace {

@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "freezeframe/core/convert.cuh"
-#include "freezeframe/core/error.h"
+#include "freezeframe/core/cuda_check.h"
 #include "runtime/local_collective.h"
 
 namespace freezeframe::local_group {

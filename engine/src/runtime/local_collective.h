@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "freezeframe/core/dtype.h"
+#include "freezeframe/base/dtype.h"
 
 namespace freezeframe::local_group {
 

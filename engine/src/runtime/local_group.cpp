@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/cuda_handles.h"
-#include "freezeframe/core/error.h"
 #include "runtime/local_collective.h"
 
 namespace freezeframe {

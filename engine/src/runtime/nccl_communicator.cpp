@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "freezeframe/core/error.h"
-#include "freezeframe/core/printable.h"
-#include "freezeframe/engine/spec/input_file.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/base/input_file.h"
+#include "freezeframe/base/printable.h"
 
 namespace freezeframe {
 namespace {

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "freezeframe/base/error.h"
 #include "freezeframe/core/block_size.h"
-#include "freezeframe/core/error.h"
 
 namespace freezeframe {
 namespace {

@@ -4,9 +4,9 @@
 #include <cstring>
 #include <string>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/core/nvtx.h"
-#include "model/sampler_kernel.h"
+#include "runtime/sampler_kernel.h"
 
 namespace freezeframe {
 

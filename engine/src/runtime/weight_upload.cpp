@@ -4,8 +4,8 @@
 #include <cstring>
 #include <vector>
 
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/cuda_handles.h"
-#include "freezeframe/core/error.h"
 #include "freezeframe/core/nvtx.h"
 
 namespace freezeframe {

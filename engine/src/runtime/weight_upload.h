@@ -12,7 +12,7 @@
 #include <span>
 
 #include "freezeframe/core/tensor.h"
-#include "freezeframe/engine/model/weight_source.h"
+#include "freezeframe/engine/model/checkpoint_weights.h"
 #include "freezeframe/engine/spec/tensor_parallel.h"
 
 namespace freezeframe {

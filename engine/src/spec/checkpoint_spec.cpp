@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "freezeframe/backends/registry.h"
-#include "freezeframe/engine/model/checkpoint_config.h"
+#include "freezeframe/checkpoints/checkpoint_config.h"
 
 namespace freezeframe {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "freezeframe/backends/dcp_shard.h"
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/engine/spec/tensor_parallel.h"
 

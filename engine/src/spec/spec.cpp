@@ -12,9 +12,9 @@
 #include <cmath>
 #include <sstream>
 
-#include "freezeframe/core/error.h"
-#include "freezeframe/core/printable.h"
-#include "freezeframe/engine/spec/input_file.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/base/input_file.h"
+#include "freezeframe/base/printable.h"
 #include "spec/spec_parser.h"
 
 namespace freezeframe {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "freezeframe/core/printable.h"
-#include "freezeframe/engine/model/checkpoint_config.h"
+#include "freezeframe/base/printable.h"
+#include "freezeframe/checkpoints/checkpoint_config.h"
 #include "spec/spec_parser.h"
 
 namespace freezeframe::spec_detail {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "freezeframe/backends/backend.h"
-#include "freezeframe/core/error.h"
-#include "freezeframe/engine/model/layer_params.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/engine/spec/layer_params.h"
 #include "spec/spec_parser.h"
 
 namespace freezeframe::spec_detail {

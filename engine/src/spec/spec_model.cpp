@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "freezeframe/core/printable.h"
+#include "freezeframe/base/printable.h"
 #include "spec/spec_parser.h"
 
 namespace freezeframe::spec_detail {

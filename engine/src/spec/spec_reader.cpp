@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "freezeframe/core/printable.h"
+#include "freezeframe/base/printable.h"
 
 namespace freezeframe::spec_detail {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "freezeframe/core/printable.h"
+#include "freezeframe/base/printable.h"
 #include "freezeframe/engine/spec/byte_size.h"
 #include "spec/spec_parser.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "freezeframe/engine/spec/spec.h"
 
 namespace freezeframe {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "freezeframe/backends/attention_type.h"
-#include "freezeframe/core/dtype.h"
+#include "freezeframe/base/dtype.h"
 
 namespace freezeframe {
 

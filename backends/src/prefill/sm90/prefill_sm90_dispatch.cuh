@@ -1,7 +1,7 @@
 #pragma once
 // The Hopper kernel of one head size for a dtype; included by prefill_sm90_d<D>.cu.
 
-#include "freezeframe/core/error.h"
+#include "freezeframe/base/error.h"
 #include "prefill/sm90/prefill_sm90_kernel.cuh"
 #include "prefill/sm90/prefill_sm90_kernels.h"
 

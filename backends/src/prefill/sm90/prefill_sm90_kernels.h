@@ -2,7 +2,7 @@
 // The Hopper prefill kernels of one head size, compiled for sm_90a in their own translation
 // units (prefill_sm90_d<D>.cu); the launcher reaches them through these pointers.
 
-#include "freezeframe/core/dtype.h"
+#include "freezeframe/base/dtype.h"
 #include "prefill/sm90/prefill_sm90_params.h"
 
 namespace freezeframe::prefill {

@@ -11,8 +11,8 @@
 #include <mutex>
 #include <tuple>
 
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/device_properties.h"
-#include "freezeframe/core/error.h"
 #include "kernels/dynamic_shared_memory.h"
 #include "kernels/head_sizes.h"
 #include "prefill/sm90/prefill_sm90_kernels.h"

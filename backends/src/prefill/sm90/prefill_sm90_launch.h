@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "freezeframe/core/dtype.h"
+#include "freezeframe/base/dtype.h"
 #include "freezeframe/core/tensor.h"
 #include "prefill/prefill_params.h"
 

@@ -9,7 +9,7 @@
 #include <span>
 #include <string>
 
-#include "freezeframe/core/dtype.h"
+#include "freezeframe/base/dtype.h"
 
 namespace freezeframe {
 

@@ -9,8 +9,8 @@
 #include <span>
 #include <string_view>
 
+#include "freezeframe/base/dtype.h"
 #include "freezeframe/core/cuda_handles.h"
-#include "freezeframe/core/dtype.h"
 #include "freezeframe/core/tensor.h"
 #include "freezeframe/memory/memory_plan.h"
 

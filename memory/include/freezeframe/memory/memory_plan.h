@@ -116,7 +116,4 @@ class MemoryPlan {
   std::vector<MemoryRegion> regions_;
 };
 
-/// "1.50 GiB", "512 B": bytes in the largest binary unit that keeps the number ≥ 1.
-[[nodiscard]] std::string format_bytes(std::int64_t bytes);
-
 }  // namespace freezeframe

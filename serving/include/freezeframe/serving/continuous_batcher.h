@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "freezeframe/engine/model/sampler.h"
+#include "freezeframe/engine/runtime/sampler.h"
 #include "freezeframe/engine/runtime/step_batch.h"
 #include "freezeframe/memory/block_pool.h"
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "freezeframe/engine/model/checkpoint_config.h"
-#include "freezeframe/engine/model/tokenizer.h"
+#include "freezeframe/checkpoints/checkpoint_config.h"
+#include "freezeframe/text/tokenizer.h"
 
 namespace freezeframe {
 

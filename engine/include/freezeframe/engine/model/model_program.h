@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "freezeframe/core/dtype.h"
+#include "freezeframe/base/dtype.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/memory/lifetime_packer.h"
 

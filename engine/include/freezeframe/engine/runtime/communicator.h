@@ -9,7 +9,7 @@
 
 #include <cstddef>
 
-#include "freezeframe/core/dtype.h"
+#include "freezeframe/base/dtype.h"
 
 namespace freezeframe {
 

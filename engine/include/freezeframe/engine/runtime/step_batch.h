@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "freezeframe/backends/attention_metadata.h"
-#include "freezeframe/engine/model/sampler.h"
+#include "freezeframe/engine/runtime/sampler.h"
 #include "freezeframe/engine/spec/deployment.h"
 
 namespace freezeframe {

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "freezeframe/backends/attention_metadata.h"
-#include "freezeframe/core/dtype.h"
+#include "freezeframe/base/dtype.h"
 
 namespace freezeframe {
 

@@ -12,8 +12,8 @@
 
 #include "freezeframe/backends/attention_type.h"
 #include "freezeframe/backends/registry.h"
-#include "freezeframe/core/dtype.h"
-#include "freezeframe/engine/model/checkpoint_config.h"
+#include "freezeframe/base/dtype.h"
+#include "freezeframe/checkpoints/checkpoint_config.h"
 #include "freezeframe/graphs/capture_sizes.h"
 #include "freezeframe/graphs/graph_mode.h"
 

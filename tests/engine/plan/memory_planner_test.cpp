@@ -1,0 +1,304 @@
+// engine/: the model program and the memory plan, against numbers worked out by hand.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "freezeframe/backends/registry.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/engine/model/model_program.h"
+#include "freezeframe/engine/plan/memory_planner.h"
+#include "freezeframe/engine/plan/plan_views.h"
+#include "freezeframe/engine/spec/spec.h"
+#include "freezeframe/memory/arena.h"
+
+namespace freezeframe {
+namespace {
+
+const std::string kConfigs = FREEZEFRAME_SOURCE_DIR "/configs/";
+constexpr std::int64_t GiB = std::int64_t(1) << 30;
+
+constexpr const char* kTiny = R"(model:
+  name: tiny
+  num_layers: 4
+  hidden_size: 1024
+  num_heads: 8
+  num_kv_heads: 2
+  intermediate_size: 2048
+  vocab_size: 32000
+  max_position_embeddings: 4096
+scheduler:
+  max_num_seqs: 16
+  max_num_batched_tokens: 1024
+)";
+
+TEST(ModelProgram, Llama31_8bHasEightBillionParameters) {
+  const EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
+  const ModelProgram program = build_model_program(spec);
+  // Per layer: q 4096² + k, v 1024·4096 each + o 4096² + gate, up, down 14336·4096 each + two
+  // norms = 218,112,000; ×32, + embeddings and lm_head 2·128256·4096, + final norm 4096.
+  EXPECT_EQ(program.weight_bytes(),
+            2 * (32 * std::int64_t(218'112'000) + 2 * std::int64_t(128256) * 4096 + 4096));
+  // embedding, 10 ops per layer, final norm, lm_head, sample.
+  EXPECT_EQ(program.ops.size(), 1u + 32u * 10u + 3u);
+  EXPECT_EQ(program.ops.back().kind, OpKind::kSample);
+  EXPECT_EQ(program.ops[1].kind, OpKind::kRmsNorm);
+  EXPECT_EQ(program.ops[5].kind, OpKind::kAttention);
+  EXPECT_EQ(program.tensors[program.tensor_index("layers.3.qkv")].width, (32 + 2 * 8) * 128);
+  const auto lifetimes = program.lifetimes();
+  const int hidden = program.tensor_index("hidden");
+  EXPECT_EQ(lifetimes[hidden].first_op, 0);
+  EXPECT_EQ(lifetimes[hidden].last_op, static_cast<int>(program.ops.size()) - 3)
+      << "the residual stream lives until the final norm";
+  EXPECT_EQ(program.tensors[hidden].dtype, DType::kBF16);
+}
+
+// model.residual_dtype: f32 keeps the residual stream in f32; everything else stays bf16.
+TEST(ModelProgram, ResidualStreamInF32) {
+  EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
+  spec.model.residual = DType::kF32;
+  const ModelProgram program = build_model_program(spec);
+  for (const ProgramTensor& t : program.tensors) {
+    if (t.name == "hidden") {
+      EXPECT_EQ(t.dtype, DType::kF32);
+    } else if (t.name == "layers.0.qkv" || t.name == "layers.0.attn_in") {
+      EXPECT_EQ(t.dtype, DType::kBF16) << t.name;
+    }
+  }
+}
+
+TEST(ModelProgram, MlaLayersUseTheirOwnProjections) {
+  const EngineSpec spec = load_spec(kConfigs + "deepseek-v2-lite.yaml");
+  const ModelProgram program = build_model_program(spec);
+  std::int64_t kv_b = 0, q = 0, mlp_weights = 0;
+  for (const ProgramWeight& w : program.weights) {
+    if (w.name == "layers.0.self_attn.kv_b_proj") kv_b = w.bytes();
+    if (w.name == "layers.0.self_attn.q_proj") q = w.bytes();
+    if (w.name.find("mlp.") != std::string::npos) mlp_weights += w.bytes();
+  }
+  EXPECT_EQ(kv_b, 2 * 16 * (128 + 128) * 512);
+  EXPECT_EQ(q, 2 * 16 * (128 + 64) * 2048) << "no q_lora: q_proj reads the hidden state";
+  EXPECT_EQ(mlp_weights, 2 * 3 * 10944 * 2048) << "only layer 0 has an MLP";
+}
+
+// The hand-computed case: Llama-3.1-8B, 80 GiB device, budget 0.9 → 77,309,411,328 bytes.
+// At 8192 batched tokens and 256 sequences (every size below is a multiple of 256, so no
+// alignment padding):
+//   weights              16,060,522,496  (8,030,261,248 bf16 parameters)
+//   activations             771,751,936  (hidden 8192·4096·2 + gate_up 8192·28672·2
+//                                         + act 8192·14336·2, live together at silu_and_mul;
+//                                         each layer's attention output, 8192·4096·2, lives
+//                                         from attention to o_proj and takes less)
+//   staging                   8,566,528  (token ids 8192·4 + positions 8192·8 + LM head rows
+//                                         256·4 → 1,024 + sampling parameters 256·32 = 8,192;
+//                                         the attention metadata: table shape 256
+//                                         + query_start_loc 1,280 + seq_lens 1,024
+//                                         + seq_start_loc 1,280 + slot_mapping 65,536
+//                                         = 69,376; the reference backend's plan, each
+//                                         request's first new position, 256·4 = 1,024; the
+//                                         block table once, 256·8192·4 = 8,388,608)
+//   outputs                 131,335,168  (logits 256·128256·4 + sampled token ids 256·4)
+//   cublas_workspace         33,554,432
+//   fixed total          17,005,730,560
+// KV: 77,309,411,328 − 17,005,730,560 = 60,303,680,768 bytes; one block over 32 layers is
+// 32 · 2 (K, V) · 16 tokens · 8 heads · 128 · 2 bytes = 2,097,152; 60,303,680,768 / 2,097,152
+// = 28,755.04 → 28,755 blocks = 460,080 tokens; a 131,072-token sequence needs 8,192 blocks,
+// so 3 fit at once. (A buffer per layer for the attention outputs, 2 GiB, would cost 1,024
+// blocks: 16,384 tokens; metadata per backend with the block table twice, 8 MiB more, 4.)
+TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
+  const EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
+  const MemoryPlan plan = plan_memory(spec, 80 * GiB);
+  EXPECT_EQ(plan.capacity_bytes(), 77'309'411'328);
+  EXPECT_EQ(plan.region("weights").bytes, 16'060'522'496);
+  EXPECT_EQ(plan.region("activations").bytes, 771'751'936);
+  EXPECT_EQ(plan.activations.lower_bound_bytes, 771'751'936);
+  EXPECT_EQ(plan.region("staging").bytes, 8'566'528);
+  EXPECT_EQ(plan.region("outputs").bytes, 131'335'168);
+  EXPECT_EQ(plan.find("attention_outputs"), nullptr) << "attention outputs are activations";
+  int attention_outputs = 0;
+  for (const Placement& p : plan.region("activations").placements) {
+    if (p.name.ends_with(".attn_out")) {
+      ++attention_outputs;
+      EXPECT_EQ(p.bytes, 8192 * 4096 * 2) << p.name;
+      EXPECT_EQ(p.last_step - p.first_step, 1) << p.name << " lives from attention to o_proj";
+    }
+  }
+  EXPECT_EQ(attention_outputs, 32);
+  std::vector<std::string> slices;
+  for (const Placement& p : plan.region("staging").placements) slices.push_back(p.name);
+  EXPECT_EQ(slices,
+            (std::vector<std::string>{"token_ids", "positions", "lm_head_rows", "sampling_params",
+                                      "metadata", "plan.reference", "block_table"}))
+      << "one staged image, the reference backend's plan a slice of it";
+  EXPECT_EQ(plan.find("split_kv_workspace"), nullptr) << "split-KV decode uses attention_workspace";
+  EXPECT_EQ(plan.region("cublas_workspace").bytes, 33'554'432);
+  EXPECT_EQ(plan.find("attention_workspace"), nullptr) << "the reference impl needs none";
+  EXPECT_EQ(plan.region("kv_cache").offset, 17'005'730'560);
+  EXPECT_EQ(plan.kv_cache.bytes_per_block, 2'097'152);
+  EXPECT_EQ(plan.kv_cache.num_blocks, 28'755);
+  EXPECT_EQ(plan.kv_cache.tokens_per_rank, 460'080);
+  EXPECT_EQ(plan.kv_cache.max_concurrent_sequences, 3);
+  EXPECT_EQ(plan.region("kv_cache").bytes, 28'755 * std::int64_t(2'097'152));
+  EXPECT_EQ(plan.region("kv_cache").placements.size(), 32u);
+  EXPECT_LE(plan.used_bytes(), plan.capacity_bytes());
+  EXPECT_GT(plan.used_bytes() + plan.kv_cache.bytes_per_block, plan.capacity_bytes())
+      << "whatever is left is less than one block";
+}
+
+TEST(MemoryPlanner, EveryShippedModelPlansAtTheBound) {
+  for (const char* name : {"llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.1", "deepseek-v2-lite"}) {
+    const MemoryPlan plan = plan_memory(load_spec(kConfigs + name + ".yaml"), 141 * GiB);
+    SCOPED_TRACE(name);
+    EXPECT_GE(plan.activations.peak_bytes, plan.activations.lower_bound_bytes);
+    EXPECT_LE(double(plan.activations.peak_bytes),
+              1.02 * double(plan.activations.lower_bound_bytes));
+    EXPECT_GT(plan.kv_cache.max_concurrent_sequences, 0);
+    std::int64_t end = 0;
+    for (const MemoryRegion& r : plan.regions()) {
+      EXPECT_EQ(r.offset % 256, 0) << r.name;
+      EXPECT_GE(r.offset, end) << r.name << " overlaps the region before it";
+      end = r.end();
+      for (const Placement& p : r.placements) {
+        EXPECT_GE(p.offset, r.offset) << p.name;
+        EXPECT_LE(p.offset + p.bytes, r.end()) << p.name;
+      }
+    }
+  }
+}
+
+TEST(MemoryPlanner, MlaCacheIsOneLatentPerToken) {
+  const MemoryPlan plan = plan_memory(load_spec(kConfigs + "deepseek-v2-lite.yaml"), 80 * GiB);
+  // 27 layers · 16 tokens · (512 + 64) · 2 bytes.
+  EXPECT_EQ(plan.kv_cache.bytes_per_block, 27 * 16 * 576 * 2);
+  EXPECT_GT(plan.region("attention_workspace").bytes, 0) << "the reference MLA impl needs one";
+}
+
+TEST(MemoryPlanner, LayersSharingKvAliasOneCache) {
+  const EngineSpec plain = parse_spec(kTiny);
+  const std::string text =
+      std::string(kTiny).replace(std::string(kTiny).find("scheduler:"), 0,
+                                 "  layers:\n    - layers: [2, 3]\n      kv_sharing_target: 1\n");
+  const EngineSpec sharing = parse_spec(text);
+  const MemoryPlan a = plan_memory(plain, 8 * GiB), b = plan_memory(sharing, 8 * GiB);
+  EXPECT_EQ(b.kv_cache.bytes_per_block * 2, a.kv_cache.bytes_per_block) << "4 caches → 2";
+  EXPECT_EQ(b.kv_cache.cache_layers, 2);
+  const auto& placements = b.region("kv_cache").placements;
+  const Placement* layer1 = nullptr;
+  const Placement* layer3 = nullptr;
+  for (const Placement& p : placements) {
+    if (p.name == "layers.1.kv_cache") layer1 = &p;
+    if (p.name == "layers.3.kv_cache") layer3 = &p;
+  }
+  ASSERT_TRUE(layer1 && layer3);
+  EXPECT_EQ(layer3->offset, layer1->offset);
+  EXPECT_EQ(layer3->aliases, "layers.1.kv_cache");
+  EXPECT_GT(b.kv_cache.num_blocks, a.kv_cache.num_blocks);
+}
+
+TEST(MemoryPlanner, DcpShardsTheCacheAndPlansLseAsActivations) {
+  // DCP runs over tensor-parallel ranks: 8 ranks replicate each of the 2 KV heads 4 times,
+  // and the 4 ranks holding one head split its tokens.
+  const std::string text = std::string(kTiny) + "tp:\n  world_size: 8\ndcp:\n  world_size: 4\n";
+  const MemoryPlan one = plan_memory(parse_spec(kTiny), 8 * GiB);
+  const MemoryPlan four = plan_memory(parse_spec(text), 8 * GiB);
+  int lse = 0;
+  for (const Placement& p : four.region("activations").placements) {
+    if (!p.name.ends_with(".attn_lse")) continue;
+    ++lse;
+    // The group's gathered queries: 8 heads / 8 ranks · 4 ranks of the group.
+    EXPECT_EQ(p.bytes, 1024 * 4 * 4) << "[tokens, heads] f32";
+  }
+  EXPECT_EQ(lse, 4) << "one per layer, packed by lifetime";
+  for (const Placement& p : one.region("activations").placements) {
+    EXPECT_FALSE(p.name.ends_with(".attn_lse")) << "no LSE without DCP";
+  }
+  // Each rank holds a quarter of every sequence: 4096 tokens → 1024 per rank = 64 blocks.
+  EXPECT_EQ(four.kv_cache.max_concurrent_sequences, four.kv_cache.num_blocks / 64);
+  EXPECT_EQ(one.kv_cache.max_concurrent_sequences, one.kv_cache.num_blocks / 256);
+  EXPECT_GT(four.kv_cache.max_concurrent_sequences, 3 * one.kv_cache.max_concurrent_sequences);
+}
+
+TEST(MemoryPlanner, DcpRankTokensFollowTheInterleave) {
+  // W = 2, I = 1: positions alternate; an odd length gives rank 0 the extra token.
+  EXPECT_EQ(dcp_rank_tokens(11, 2, 1, 0), 6);
+  EXPECT_EQ(dcp_rank_tokens(11, 2, 1, 1), 5);
+  // W = 4, I = 16: 100 tokens = one full round of 64, then 36 = 16 + 16 + 4 + 0.
+  EXPECT_EQ(dcp_rank_tokens(100, 4, 16, 0), 32);
+  EXPECT_EQ(dcp_rank_tokens(100, 4, 16, 1), 32);
+  EXPECT_EQ(dcp_rank_tokens(100, 4, 16, 2), 20);
+  EXPECT_EQ(dcp_rank_tokens(100, 4, 16, 3), 16);
+  EXPECT_EQ(dcp_rank_tokens(7, 1, 1, 0), 7);
+}
+
+TEST(MemoryPlanner, ABudgetWithoutRoomForOneSequenceSaysWhatIsMissing) {
+  const EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
+  try {
+    (void)plan_memory(spec, 24 * GiB);  // 0.9 · 24 GiB < 17.0 GB fixed + 16 GiB of KV
+    FAIL() << "the plan was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("llama-3.1-8b.yaml:21:18: cache.memory_budget"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("131072 tokens = 8192 blocks"), std::string::npos) << msg;
+    // needed: 17,005,730,560 + 8192 · 2 MiB = 34,185,599,744; budget 0.9 · 24 GiB
+    // = 23,192,823,398 → 10,992,776,346 missing.
+    EXPECT_NE(msg.find("10992776346 bytes"), std::string::npos) << msg;
+  }
+}
+
+TEST(MemoryPlanner, OffGridCaptureSizesWarn) {
+  const MemoryPlan plan = plan_memory(
+      parse_spec(std::string(kTiny) + "cuda_graphs:\n  capture_sizes: [1, 2, 3, 8]\n"), 8 * GiB);
+  ASSERT_EQ(plan.warnings.size(), 1u);
+  EXPECT_NE(plan.warnings[0].find("sizes 3 are off the default ladder"), std::string::npos)
+      << plan.warnings[0];
+}
+
+TEST(PlanViews, EveryTensorIsAViewInsideItsPlacement) {
+  // Host memory stands in for the device: the views and their checks are the same.
+  const std::string text =
+      std::string(kTiny).replace(std::string(kTiny).find("scheduler:"), 0,
+                                 "  layers:\n    - layers: [3]\n      kv_sharing_target: 1\n"
+                                 "cache:\n  memory_budget: 300MiB\n");
+  const EngineSpec spec = parse_spec(text);
+  const MemoryPlan plan = plan_memory(spec, 8 * GiB);
+  const ModelProgram program = build_model_program(spec);
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  const auto bytes = static_cast<std::size_t>(align_up(plan.used_bytes(), 256));
+  std::unique_ptr<std::byte, Free> memory(static_cast<std::byte*>(std::aligned_alloc(256, bytes)));
+  ASSERT_TRUE(memory);
+  const Arena arena = Arena::borrow(plan, memory.get(), plan.used_bytes(), Device::cpu());
+  const PlanViews views = bind_plan(spec, program, arena);
+
+  EXPECT_EQ(views.weights[0].size(0), 32000) << program.weights[0].name;
+  EXPECT_EQ(views.weights[0].size(1), 1024);
+  const TensorView qkv = views.tensors[program.tensor_index("layers.2.qkv")];
+  EXPECT_EQ(qkv.size(0), 1024);
+  EXPECT_EQ(qkv.size(1), (8 + 2 * 2) * 128);
+  const TensorView logits = views.tensors[program.tensor_index("logits")];
+  EXPECT_EQ(logits.size(0), 16) << "one row per sequence";
+  EXPECT_EQ(logits.dtype(), DType::kF32);
+
+  const AttentionBackend& backend = find_backend("reference");
+  const auto shape = backend.kv_cache_shape(plan.kv_cache.num_blocks, 16, 2, 128, DType::kBF16);
+  const TensorView cache1 = views.kv_caches[1];
+  ASSERT_EQ(cache1.dim(), static_cast<int>(shape.size()));
+  for (int d = 0; d < cache1.dim(); ++d) EXPECT_EQ(cache1.size(d), shape[d]) << "dim " << d;
+  EXPECT_EQ(views.kv_caches[3].data(), cache1.data()) << "layer 3 shares layer 1's cache";
+  EXPECT_NE(views.kv_caches[2].data(), cache1.data());
+  const std::byte* end = memory.get() + plan.used_bytes();
+  EXPECT_LE(
+      static_cast<const std::byte*>(views.kv_caches[2].data()) + views.kv_caches[2].span_bytes(),
+      end);
+
+  // An arena smaller than the plan fails before any view is made.
+  EXPECT_THROW((void)Arena::borrow(plan, memory.get(), plan.used_bytes() - 256, Device::cpu()),
+               Error);
+}
+
+}  // namespace
+}  // namespace freezeframe

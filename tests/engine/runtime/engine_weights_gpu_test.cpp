@@ -1,0 +1,147 @@
+// The engine with a checkpoint's weights (model.builtin_weights false): every planned weight
+// on the device holds, bit for bit, what the weight source reads on the host in the model's
+// dtype, for safetensors shards, a Llama GGUF (rotary rows restored, quantised tensors) and a
+// Qwen2 GGUF in f16 (biases, tied LM head); the upload streams through a small pinned buffer
+// in many chunks with progress; a step runs on them; and a spec or checkpoint the engine
+// cannot run is refused before anything is allocated.
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/runtime/engine_test_util.h"
+#include "freezeframe/base/error.h"
+#include "freezeframe/core/cuda_handles.h"
+#include "freezeframe/engine/model/checkpoint_weights.h"
+#include "freezeframe/engine/model/model_program.h"
+#include "freezeframe/engine/runtime/engine.h"
+#include "support/gpu.h"
+#include "support/weight_fixtures.h"
+
+namespace freezeframe {
+namespace {
+
+using testing::weight_fixtures;
+using testing::weights_spec;
+
+struct Progress {
+  std::vector<std::int64_t> done;
+  std::int64_t total = 0;
+};
+
+EngineOptions small_staging(Progress& progress) {
+  EngineOptions options;
+  options.capture_graphs = false;
+  // 512-byte halves: the projections take several chunks, and both halves are reused.
+  options.weight_staging_bytes = 1024;
+  options.weight_progress = [&progress](std::int64_t done, std::int64_t total) {
+    progress.done.push_back(done);
+    progress.total = total;
+  };
+  return options;
+}
+
+void expect_device_weights_are_the_sources(const std::string& checkpoint, DType dtype) {
+  SCOPED_TRACE(checkpoint);
+  const EngineSpec spec = weights_spec(checkpoint);
+  ASSERT_EQ(spec.model.dtype, dtype);
+  Progress progress;
+  Engine engine(spec, small_staging(progress));
+
+  const auto source = WeightSource::open(*spec.model.checkpoint);
+  const ModelProgram program = build_model_program(spec);
+  const std::vector<const WeightTensor*> tensors = match_weights(*source, program);
+  std::int64_t total = 0;
+  for (std::size_t w = 0; w < program.weights.size(); ++w) {
+    const WeightTensor& t = *tensors[w];
+    const TensorView device = engine.weight(program.weights[w].name);
+    ASSERT_EQ(device.dtype(), dtype);
+    ASSERT_EQ(device.numel(), t.rows() * t.row_elements()) << t.name;
+    std::vector<std::byte> want(device.span_bytes()), got(device.span_bytes(), std::byte{0});
+    source->read_rows(t, 0, t.rows(), dtype, want);
+    ASSERT_EQ(cudaMemcpy(got.data(), device.data(), got.size(), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0)
+        << t.describe() << " differs on the device";
+    total += static_cast<std::int64_t>(got.size());
+  }
+  EXPECT_EQ(progress.total, total);
+  ASSERT_FALSE(progress.done.empty());
+  EXPECT_EQ(progress.done.back(), total);
+  EXPECT_GT(progress.done.size(), program.weights.size()) << "large tensors take several chunks";
+  for (std::size_t i = 1; i < progress.done.size(); ++i) {
+    EXPECT_GT(progress.done[i], progress.done[i - 1]);
+  }
+
+  // A step over them: finite logits for every request.
+  std::mt19937 rng(3);
+  const testing::TestBatch batch({{1, 9}, {5, 5}}, engine.limits().block_size,
+                                 engine.limits().num_blocks, rng, spec.model.vocab_size);
+  const StepResult result = engine.step(batch.batch());
+  engine.synchronize();
+  std::vector<float> logits(static_cast<std::size_t>(result.logits.numel()));
+  ASSERT_EQ(cudaMemcpy(logits.data(), result.logits.data(), logits.size() * sizeof(float),
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (const float v : logits) ASSERT_TRUE(std::isfinite(v));
+}
+
+TEST(EngineWeights, SafetensorsShardsOnTheDeviceBitForBit) {
+  FF_REQUIRE_GPU();
+  expect_device_weights_are_the_sources("llama", DType::kBF16);
+}
+
+TEST(EngineWeights, LlamaGgufOnTheDeviceBitForBit) {
+  FF_REQUIRE_GPU();
+  expect_device_weights_are_the_sources("llama.gguf", DType::kBF16);
+}
+
+TEST(EngineWeights, Qwen2GgufInF16WithBiasesOnTheDeviceBitForBit) {
+  FF_REQUIRE_GPU();
+  expect_device_weights_are_the_sources("qwen2.gguf", DType::kF16);
+}
+
+/// The engine's refusal of `spec`, after checking that nothing was allocated on the device.
+Error refusal(const EngineSpec& spec) {
+  const AllocationCounters before = allocation_counters();
+  try {
+    EngineOptions options;
+    options.capture_graphs = false;
+    Engine engine(spec, options);
+  } catch (const Error& e) {
+    const AllocationCounters after = allocation_counters();
+    EXPECT_EQ(after.device_allocations, before.device_allocations) << "refused after allocating";
+    EXPECT_EQ(after.pinned_allocations, before.pinned_allocations) << "refused after staging";
+    return e;
+  }
+  ADD_FAILURE() << "the engine was built";
+  return Error(ErrorCode::kInternal, "", "", 0);
+}
+
+TEST(EngineWeights, RefusedBeforeAnythingIsAllocated) {
+  FF_REQUIRE_GPU();
+  // builtin_weights false with no checkpoint to read them from.
+  const EngineSpec none =
+      parse_spec(testing::tiny_spec("reference", "  mode: none\n", "  builtin_weights: false\n"),
+                 "inline.yaml");
+  const Error no_checkpoint = refusal(none);
+  EXPECT_EQ(no_checkpoint.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(no_checkpoint.message().find("model.builtin_weights"), std::string::npos);
+  EXPECT_NE(no_checkpoint.message().find("model.checkpoint"), std::string::npos);
+
+  // A checkpoint whose tensors do not fit the model: every problem, before any upload.
+  const Error missing = refusal(weights_spec("broken/missing-tensor.gguf"));
+  EXPECT_EQ(missing.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(missing.message().find("no tensor blk.0.ffn_up.weight"), std::string::npos)
+      << missing.message();
+  const Error q4_k = refusal(weights_spec("broken/q4_k.gguf"));
+  EXPECT_NE(q4_k.message().find("Q4_K is not read"), std::string::npos) << q4_k.message();
+}
+
+}  // namespace
+}  // namespace freezeframe

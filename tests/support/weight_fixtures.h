@@ -1,0 +1,31 @@
+#pragma once
+// The checkpoint-weight fixtures (scripts/fixtures/make_weight_fixtures.py) and specs of their
+// models, for the weight source's tests.
+
+#include <filesystem>
+#include <string>
+
+#include "freezeframe/checkpoints/checkpoint_config.h"
+#include "freezeframe/engine/spec/spec.h"
+
+namespace freezeframe::testing {
+
+inline const std::filesystem::path& weight_fixtures() {
+  static const std::filesystem::path dir = std::filesystem::path(FREEZEFRAME_SOURCE_DIR) / "tests" /
+                                           "fixtures" / "checkpoints" / "weights";
+  return dir;
+}
+
+/// A spec running the checkpoint at `checkpoint` (a path under the fixtures) with its weights
+/// (builtin_weights false); `extra` is appended to the model section.
+inline EngineSpec weights_spec(const std::string& checkpoint, const std::string& extra = "") {
+  const std::string yaml = "model:\n  checkpoint: " + checkpoint + "\n  builtin_weights: false\n" +
+                           extra +
+                           "cache:\n  block_size: 16\n  memory_budget: 64MiB\n"
+                           "scheduler:\n  max_num_seqs: 8\n  max_num_batched_tokens: 64\n"
+                           "cuda_graphs:\n  mode: none\n";
+  // Parsed as if it lay among the fixtures: the checkpoint path is relative to them.
+  return parse_spec(yaml, (weight_fixtures() / "spec.yaml").string());
+}
+
+}  // namespace freezeframe::testing
