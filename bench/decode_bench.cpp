@@ -1,4 +1,4 @@
-// decode_bench: achieved KV-read bandwidth of the paged_decode backend, per batch × context.
+// decode_bench: achieved KV-read bandwidth of the paged backend, per batch × context.
 //
 // Each configuration runs one decode forward (cache write of the new token included) over a
 // paged cache with a shuffled block table, timed with CUDA events, median of many runs after
@@ -47,7 +47,7 @@ using freezeframe::bench::fill_random;
 using freezeframe::bench::median;
 
 Result run(const Config& c, int iterations, std::mt19937& rng) {
-  const ff::AttentionBackend& backend = ff::find_backend("paged_decode");
+  const ff::AttentionBackend& backend = ff::find_backend("paged");
   ff::AttentionParams params;
   params.num_heads = c.heads;
   params.num_kv_heads = c.kv_heads;
@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
       if (json != nullptr) {
         std::fprintf(
             json,
-            "{\"backend\": \"paged_decode\", \"batch\": %d, \"context\": %d, \"heads\": %d, "
+            "{\"backend\": \"paged\", \"batch\": %d, \"context\": %d, \"heads\": %d, "
             "\"kv_heads\": %d, "
             "\"head_size\": %d, \"block_size\": %d, \"kv_dtype\": \"%s\", \"median_us\": %.2f, "
             "\"min_us\": %.2f, "

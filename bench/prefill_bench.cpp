@@ -1,4 +1,4 @@
-// prefill_bench: achieved TFLOP/s of the paged_decode backend's prefill kernel, causal over
+// prefill_bench: achieved TFLOP/s of the paged backend's prefill kernel, causal over
 // the paged cache and bidirectional (encoder-only, over the step's rows).
 //
 // Each configuration runs one attention forward, timed with CUDA events, median of many runs
@@ -57,7 +57,7 @@ double visible_pairs(const Config& c) {
 }
 
 double run(const Config& c, int block_size, int iterations, std::mt19937& rng) {
-  const ff::AttentionBackend& backend = ff::find_backend("paged_decode");
+  const ff::AttentionBackend& backend = ff::find_backend("paged");
   const bool encoder_only = bidirectional(c);
   ff::AttentionParams params;
   params.num_heads = c.heads;

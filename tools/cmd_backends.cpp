@@ -12,7 +12,8 @@ namespace freezeframe::tools {
 const std::string_view kBackendsUsage =
     "usage: freezeframe backends\n"
     "  lists the registered attention backends: MLA or not, CUDA graph support, whether they\n"
-    "  write into a preallocated output buffer, KV cache dtypes and head sizes\n";
+    "  write into a preallocated output buffer, KV cache dtypes and head sizes; and the\n"
+    "  aliases (older names specs may still use)\n";
 
 int run_backends(Args args) {
   for (const std::string_view a : args) {
@@ -39,6 +40,9 @@ int run_backends(Args args) {
     std::printf("%-16s %-4s %-28.*s %-9s %-22s %s\n", name.c_str(), b.is_mla() ? "yes" : "no",
                 int(to_string(b.graph_support()).size()), to_string(b.graph_support()).data(),
                 b.accept_output_buffer() ? "yes" : "no", dtypes.c_str(), sizes.c_str());
+  }
+  for (const auto& [alias, name] : registry.aliases()) {
+    std::printf("%s is another name of %s\n", alias.c_str(), name.c_str());
   }
   return 0;
 }

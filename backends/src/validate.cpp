@@ -50,6 +50,19 @@ void check_dcp(const DcpGroup& dcp, bool can_return_lse, std::string_view backen
            dcp.world_size, ")");
 }
 
+void check_positional_features(const AttentionParams& p, const DcpGroup& dcp,
+                               std::string_view backend) {
+  if (p.attn_type == AttentionType::kEncoderDecoder) {
+    FF_CHECK(p.alibi_slopes.empty() && !p.sliding_window, E::kUnsupported,
+             "encoder_decoder (cross) attention supports neither alibi_slopes nor "
+             "sliding_window: key positions are the encoder's, not the query's");
+  }
+  // The spec refuses them too.
+  FF_CHECK(dcp.world_size == 1 || (p.alibi_slopes.empty() && !p.sliding_window), E::kUnsupported,
+           "backend '", backend, "' under decode context parallelism (", dcp.world_size,
+           " ranks) supports neither alibi_slopes nor sliding_window");
+}
+
 namespace {
 void check_cuda_tensor(const TensorView& t, std::string_view what) {
   FF_CHECK(t.defined(), E::kInvalidArgument, what, " is missing");

@@ -14,6 +14,11 @@ namespace freezeframe {
 void check_common_params(const AttentionBackend& backend, const AttentionParams& params);
 /// A DCP group of world size > 1 needs an impl that can return LSE.
 void check_dcp(const DcpGroup& dcp, bool can_return_lse, std::string_view backend);
+/// What needs a key's position, which some layers do not have: cross attention (the keys are
+/// the encoder's) and a rank's DCP shard (a key's index there is not its position) take
+/// neither ALiBi nor a sliding window.
+void check_positional_features(const AttentionParams& params, const DcpGroup& dcp,
+                               std::string_view backend);
 
 /// query: CUDA, f16 or bf16, [rows, heads, head_size] with unit stride in the last dimension.
 void check_query(const TensorView& query, std::string_view what, int rows, int heads,

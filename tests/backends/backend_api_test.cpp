@@ -39,13 +39,54 @@ Error error_of(Fn fn) {
 
 TEST(Registry, FindsBuiltinsAndListsThemForUnknownNames) {
   const auto names = BackendRegistry::global().names();
-  EXPECT_EQ(names, (std::vector<std::string>{"paged_decode", "reference", "reference_mla"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"paged", "reference", "reference_mla"}));
   EXPECT_EQ(find_backend("reference").name(), "reference");
+  // The fast backend's name before it ran prefill rows too is an alias of it.
+  EXPECT_EQ(&find_backend("paged_decode"), &find_backend("paged"));
+  EXPECT_EQ(BackendRegistry::global().aliases(),
+            (std::vector<std::pair<std::string, std::string>>{{"paged_decode", "paged"}}));
   const Error e = error_of([] { (void)find_backend("flash_attn"); });
   EXPECT_EQ(e.code(), ErrorCode::kNotFound);
   EXPECT_NE(e.message().find("'flash_attn'"), std::string::npos) << e.message();
-  EXPECT_NE(e.message().find("paged_decode, reference, reference_mla"), std::string::npos)
-      << e.message();
+  EXPECT_NE(e.message().find("paged, reference, reference_mla"), std::string::npos) << e.message();
+  // A name from a spec or a flag is quoted escaped.
+  const Error escaped = error_of([] { (void)find_backend("\x1b[31mred"); });
+  EXPECT_NE(escaped.message().find("'\\x1B[31mred'"), std::string::npos) << escaped.message();
+}
+
+/// A backend that only names itself (nothing here runs it).
+class NamedOnly final : public AttentionBackend {
+ public:
+  std::string_view name() const override { return "reference"; }
+  bool is_mla() const override { return false; }
+  std::unique_ptr<AttentionImpl> make_impl(const AttentionParams&, DcpGroup) const override {
+    return nullptr;
+  }
+  GraphSupport graph_support() const override { return GraphSupport::kNever; }
+  std::vector<std::int64_t> kv_cache_shape(std::int64_t, int, int, int, DType) const override {
+    return {};
+  }
+  std::vector<int> kv_cache_stride_order() const override { return {}; }
+  bool accept_output_buffer() const override { return true; }
+  bool supports_quant_query_input() const override { return false; }
+  std::span<const int> supported_head_sizes() const override { return {}; }
+  std::span<const DType> supported_kv_cache_dtypes() const override { return {}; }
+};
+
+TEST(Registry, AliasesNameRegisteredBackendsOnly) {
+  BackendRegistry registry;
+  registry.add(std::make_unique<NamedOnly>());
+  registry.add_alias("simple", "reference");
+  EXPECT_EQ(registry.get("simple").name(), "reference");
+  EXPECT_TRUE(registry.contains("simple"));
+  EXPECT_EQ(registry.names(), (std::vector<std::string>{"reference"}));
+  const Error unknown = error_of([&] { registry.add_alias("fast", "nothing"); });
+  EXPECT_NE(unknown.message().find("cannot make 'fast' an alias of 'nothing'"), std::string::npos)
+      << unknown.message();
+  const Error taken = error_of([&] { registry.add_alias("reference", "reference"); });
+  EXPECT_NE(taken.message().find("a backend named 'reference' is already registered"),
+            std::string::npos)
+      << taken.message();
 }
 
 TEST(Registry, RejectsDuplicateNames) {

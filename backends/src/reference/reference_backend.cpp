@@ -131,16 +131,7 @@ class ReferenceBackend final : public AttentionBackend {
   std::unique_ptr<AttentionImpl> make_impl(const AttentionParams& p, DcpGroup dcp) const override {
     check_common_params(*this, p);
     check_dcp(dcp, /*can_return_lse=*/true, name());
-    if (p.attn_type == AttentionType::kEncoderDecoder) {
-      FF_CHECK(p.alibi_slopes.empty() && !p.sliding_window, E::kUnsupported,
-               "encoder_decoder (cross) attention supports neither alibi_slopes nor "
-               "sliding_window: key positions are the encoder's, not the query's");
-    }
-    // Under DCP a key's index in the shard is not its position: a window or ALiBi bias would
-    // need the position (the spec refuses them too).
-    FF_CHECK(dcp.world_size == 1 || (p.alibi_slopes.empty() && !p.sliding_window), E::kUnsupported,
-             "backend 'reference' under decode context parallelism (", dcp.world_size,
-             " ranks) supports neither alibi_slopes nor sliding_window");
+    check_positional_features(p, dcp, name());
     return std::make_unique<ReferenceImpl>(p, dcp);
   }
 };

@@ -1,7 +1,8 @@
 #pragma once
 // The built-in backends: "reference" (standard attention, every attention type and feature),
-// "reference_mla" (multi-head latent attention) — correct first and simple — and
-// "paged_decode" (split-KV decode at the memory-bandwidth limit).
+// "reference_mla" (multi-head latent attention) — correct first and simple — and "paged" (the
+// fast one: split-KV decode at the memory-bandwidth limit and tensor-core prefill, over a
+// paged cache; "paged_decode" names it too).
 
 #include <memory>
 
@@ -11,6 +12,6 @@ namespace freezeframe {
 
 [[nodiscard]] std::unique_ptr<AttentionBackend> make_reference_backend();
 [[nodiscard]] std::unique_ptr<AttentionBackend> make_reference_mla_backend();
-[[nodiscard]] std::unique_ptr<AttentionBackend> make_paged_decode_backend();
+[[nodiscard]] std::unique_ptr<AttentionBackend> make_paged_backend();
 
 }  // namespace freezeframe

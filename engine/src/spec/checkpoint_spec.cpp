@@ -29,15 +29,15 @@ std::string yaml_quoted(const std::string& text) {
   return out += '"';
 }
 
-/// The split-KV decode backend where it runs the model's head size, else the reference one. A
+/// The fast backend ("paged") where it runs the model's head size, else the reference one. A
 /// config that cannot be read is left to the spec to refuse, naming its problems.
 std::string default_backend(const std::string& checkpoint) {
   std::vector<std::string> problems;
   const std::optional<CheckpointConfig> config = read_checkpoint_config(checkpoint, problems);
   const BackendRegistry& registry = BackendRegistry::global();
-  if (config && registry.contains("paged_decode") &&
-      registry.get("paged_decode").supports_head_size(config->head_size)) {
-    return "paged_decode";
+  if (config && registry.contains("paged") &&
+      registry.get("paged").supports_head_size(config->head_size)) {
+    return "paged";
   }
   return "reference";
 }

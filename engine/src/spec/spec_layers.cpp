@@ -55,9 +55,10 @@ void SpecParser::check_layers() {
   // Resolve every layer: model-wide defaults, the window pattern, then overrides in order.
   model.layers.assign(n, LayerSpec{});
   std::vector<std::string> layer_path(n, "model.attention");
+  std::vector<bool> backend_named(n, defaults_.backend.has_value());
   for (int l = 0; l < n; ++l) {
     LayerSpec& layer = model.layers[l];
-    layer.backend = defaults_.backend.value_or(model.is_mla() ? "reference_mla" : "reference");
+    layer.backend = defaults_.backend.value_or("");
     layer.attention_type = defaults_.type.value_or(AttentionType::kDecoder);
     layer.sliding_window = defaults_.sliding_window.value_or(0);
     if (!window_pattern_.empty()) {
@@ -75,7 +76,10 @@ void SpecParser::check_layers() {
       LayerSpec& layer = model.layers[l];
       layer_path[l] = override_paths_[i];
       if (o.type) layer.attention_type = *o.type;
-      if (o.backend) layer.backend = *o.backend;
+      if (o.backend) {
+        layer.backend = *o.backend;
+        backend_named[l] = true;
+      }
       if (o.sliding_window) layer.sliding_window = *o.sliding_window;
       if (o.logits_soft_cap) layer.logits_soft_cap = *o.logits_soft_cap;
       if (o.alibi) layer.alibi = *o.alibi;
@@ -86,6 +90,12 @@ void SpecParser::check_layers() {
   }
 
   if (!model_ok_) return;
+  for (int l = 0; l < n; ++l) {
+    LayerSpec& layer = model.layers[l];
+    if (!backend_named[l]) layer.backend = default_backend(l);
+    // An alias (an older name) is kept as the backend's own name.
+    if (registry_.contains(layer.backend)) layer.backend = registry_.get(layer.backend).name();
+  }
   bool reported_intermediate = false;
   for (int l = 0; l < n; ++l) {
     const LayerSpec& layer = model.layers[l];
@@ -99,6 +109,25 @@ void SpecParser::check_layers() {
     check_layer(l, layer_path[l]);
   }
   flush_layer_problems();
+}
+
+std::string SpecParser::default_backend(int l) const {
+  const ModelSpec& model = spec_.model;
+  if (model.is_mla()) return "reference_mla";
+  constexpr std::string_view kFast = "paged", kReference = "reference";
+  if (!registry_.contains(kFast)) return std::string(kReference);
+  const AttentionBackend& fast = registry_.get(kFast);
+  if (!fast.supports_kv_cache_dtype(spec_.kv_cache_dtype()) ||
+      !fast.supports_head_size(model.head_size)) {
+    return std::string(kReference);
+  }
+  try {
+    (void)fast.make_impl(attention_params(spec_, l),
+                         DcpGroup{spec_.dcp.world_size, 0, spec_.dcp.interleave_size});
+  } catch (const Error&) {
+    return std::string(kReference);  // a feature it lacks: the reference backend has them all
+  }
+  return std::string(kFast);
 }
 
 void SpecParser::check_layer(int l, const std::string& path) {

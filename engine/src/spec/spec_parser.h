@@ -99,6 +99,9 @@ class SpecParser {
   // spec_layers.cpp
   void check_layers();
   void check_layer(int l, const std::string& path);
+  /// Layer l's backend when the spec names none: the fast one where it runs the layer, else
+  /// the reference one (MLA: the reference MLA backend).
+  [[nodiscard]] std::string default_backend(int l) const;
   void flush_layer_problems();
 
   SpecLocation at(std::string_view path) const {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -83,6 +86,19 @@ TEST(ModelProgram, MlaLayersUseTheirOwnProjections) {
   EXPECT_EQ(mlp_weights, 2 * 3 * 10944 * 2048) << "only layer 0 has an MLP";
 }
 
+/// configs/llama-3.1-8b.yaml on the reference backend, which plans no attention workspace and
+/// the smallest plan slice: the case worked out by hand below (the config's own backend, the
+/// paged one, takes 5 blocks more: tensor_parallel_test).
+EngineSpec llama_on_the_reference_backend() {
+  const std::string path = kConfigs + "llama-3.1-8b.yaml";
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t at = text.find("backend: paged");
+  EXPECT_NE(at, std::string::npos) << path << " names no paged backend";
+  text.replace(at, std::string("backend: paged").size(), "backend: reference");
+  return parse_spec(text, path);
+}
+
 // The hand-computed case: Llama-3.1-8B, 80 GiB device, budget 0.9 → 77,309,411,328 bytes.
 // At 8192 batched tokens and 256 sequences (every size below is a multiple of 256, so no
 // alignment padding):
@@ -108,7 +124,7 @@ TEST(ModelProgram, MlaLayersUseTheirOwnProjections) {
 // so 3 fit at once. (A buffer per layer for the attention outputs, 2 GiB, would cost 1,024
 // blocks: 16,384 tokens; metadata per backend with the block table twice, 8 MiB more, 4.)
 TEST(MemoryPlanner, Llama31_8bKvBlocksByHand) {
-  const EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
+  const EngineSpec spec = llama_on_the_reference_backend();
   const MemoryPlan plan = plan_memory(spec, 80 * GiB);
   EXPECT_EQ(plan.capacity_bytes(), 77'309'411'328);
   EXPECT_EQ(plan.region("weights").bytes, 16'060'522'496);
@@ -233,7 +249,7 @@ TEST(MemoryPlanner, DcpRankTokensFollowTheInterleave) {
 }
 
 TEST(MemoryPlanner, ABudgetWithoutRoomForOneSequenceSaysWhatIsMissing) {
-  const EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
+  const EngineSpec spec = llama_on_the_reference_backend();
   try {
     (void)plan_memory(spec, 24 * GiB);  // 0.9 · 24 GiB < 17.0 GB fixed + 16 GiB of KV
     FAIL() << "the plan was accepted";

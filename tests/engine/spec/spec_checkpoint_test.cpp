@@ -172,7 +172,7 @@ cuda_graphs:
   EXPECT_EQ(spec.model.name, "mine");
   EXPECT_EQ(spec.model.dtype, DType::kF16) << "a deployment may run another dtype";
   EXPECT_EQ(spec.model.layers[0].backend, "reference");
-  EXPECT_EQ(spec.model.layers[1].backend, "paged_decode");
+  EXPECT_EQ(spec.model.layers[1].backend, "paged") << "an alias gives the backend's own name";
   EXPECT_EQ(spec.cache.block_size, 32);
   EXPECT_EQ(spec.scheduler.max_model_len, 8192);
   EXPECT_EQ(spec.cuda_graphs.mode, CudaGraphMode::kPiecewise);
@@ -306,10 +306,10 @@ TEST(SpecCheckpoint, TheCheckpointsProblemsAreTheSpecs) {
 }
 
 TEST(SpecCheckpoint, AHeadSizeTheBackendRefusesPointsAtTheCheckpointLine) {
-  // paged_decode runs head sizes 64, 128 and 256; tiny-qwen2's is 32.
+  // The paged backend (named by its alias) runs head sizes 64, 128 and 256; tiny-qwen2's is 32.
   const std::string m = message_of("model:\n  checkpoint: " + kCheckpoints +
                                    "tiny-qwen2.gguf\n  attention:\n    backend: paged_decode\n");
-  EXPECT_NE(m.find(kSpecName + ":2:15: model.head_size: layers 0..2: backend 'paged_decode' "
+  EXPECT_NE(m.find(kSpecName + ":2:15: model.head_size: layers 0..2: backend 'paged' "
                                "cannot run head size 32"),
             std::string::npos)
       << m;
@@ -339,13 +339,13 @@ TEST(SpecForCheckpoint, RunsTheCheckpointsWeights) {
   const MemoryPlan plan = plan_memory(spec, kDevice);
   EXPECT_EQ(plan.capacity_bytes(), std::int64_t(512) << 20);
   EXPECT_NE(plan.find("weights"), nullptr) << "the checkpoint's weights are planned";
-  // By default the context is the checkpoint's, and the backend the split-KV decode one where
-  // it runs the head size (this tiny Llama's 32 it does not).
+  // By default the context is the checkpoint's, and the backend the paged one where it runs
+  // the head size (this tiny Llama's 32 it does not).
   const EngineSpec whole = spec_for_checkpoint(folder);
   EXPECT_EQ(whole.scheduler.max_model_len, whole.model.checkpoint->max_position_embeddings);
   EXPECT_EQ(whole.model.layers[0].backend, "reference");
   const EngineSpec llama31 = spec_for_checkpoint(config_json("llama-3.1-8b"));
-  EXPECT_EQ(llama31.model.layers[0].backend, "paged_decode");
+  EXPECT_EQ(llama31.model.layers[0].backend, "paged");
   EXPECT_TRUE(llama31.model.checkpoint->rope_scaling.has_value())
       << "the spec is made; the engine refuses its weights (RoPE scaling) when built";
 

@@ -53,7 +53,7 @@ TEST(Spec, Llama31_8bMatchesItsPublishedConfig) {
   EXPECT_FLOAT_EQ(m.rope_theta, 500000.0f);
   EXPECT_EQ(spec.scheduler.max_model_len, 131072) << "defaults to max_position_embeddings";
   ASSERT_EQ(m.layers.size(), 32u);
-  EXPECT_EQ(m.layers[31].backend, "reference");
+  EXPECT_EQ(m.layers[31].backend, "paged");
   EXPECT_EQ(m.layers[0].sliding_window, 0);
   EXPECT_EQ(spec.kv_cache_dtype(), DType::kBF16) << "auto resolves to the model dtype";
   EXPECT_EQ(m.residual_dtype(), DType::kBF16) << "the residual stream in the model dtype";

@@ -168,8 +168,10 @@ TEST(TensorParallel, KvCapacityWhenHeadsSplit) {
   const Capacity two = capacity(with_parallel("llama-3.1-8b.yaml", 2, 1));
   EXPECT_EQ(one.bytes_per_block, 32 * 2 * 8 * 128 * 16 * 2);  // 2 MiB
   EXPECT_EQ(two.bytes_per_block, 32 * 2 * 4 * 128 * 16 * 2);  // 1 MiB
-  EXPECT_EQ(one.blocks, 28'755) << "as memory_planner_test works it out";
-  EXPECT_EQ(one.tokens, 28'755 * 16);
+  // memory_planner_test's count by hand on the reference backend is 28,755; the config's paged
+  // backend plans an attention workspace and a larger plan slice: 10 MiB, 5 blocks.
+  EXPECT_EQ(one.blocks, 28'750);
+  EXPECT_EQ(one.tokens, 28'750 * 16);
   // Half the bytes per block, and half the weights too: more than twice the blocks a rank.
   EXPECT_GT(two.blocks, 2 * one.blocks);
   EXPECT_EQ(two.tokens, two.blocks * 16);

@@ -1,4 +1,5 @@
-// The paged_decode backend: one impl composed of two kernel policies. In a step, the rows of
+// The paged backend ("paged"; "paged_decode" is its old name, kept as an alias): one impl
+// composed of two kernel policies. In a step, the rows of
 // single-token requests go to the split-KV decode kernel and every other row (prefills,
 // chunked prefills over a cached prefix, padding) to the tensor-core prefill kernel, whose
 // tile schedule the backend's plan hook writes into the step's staged image. Encoder
@@ -35,14 +36,14 @@ void check_16_byte_rows(const TensorView& t, std::string_view what, int dims) {
   const auto elem = static_cast<std::int64_t>(size_of(t.dtype()));
   bool aligned = reinterpret_cast<std::uintptr_t>(t.data()) % 16 == 0;
   for (int d = 0; d < dims; ++d) aligned = aligned && (t.stride(d) * elem) % 16 == 0;
-  FF_CHECK(aligned, E::kInvalidArgument, "paged_decode reads ", what,
+  FF_CHECK(aligned, E::kInvalidArgument, "the paged backend reads ", what,
            " in 16-byte pieces: its start and its strides (but the last) must be multiples of "
            "16 bytes");
 }
 
-class PagedDecodeImpl final : public AttentionImpl {
+class PagedImpl final : public AttentionImpl {
  public:
-  PagedDecodeImpl(const AttentionParams& params, DcpGroup dcp)
+  PagedImpl(const AttentionParams& params, DcpGroup dcp)
       : AttentionImpl(params, dcp), decode_(params), prefill_(params, dcp) {}
 
   bool can_return_lse_for_decode() const override { return true; }
@@ -62,14 +63,13 @@ class PagedDecodeImpl final : public AttentionImpl {
   PrefillPolicy prefill_;
 };
 
-void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& query,
-                              const TensorView& key, const TensorView& value,
-                              const TensorView& kv_cache, const AttentionMetadata& md,
-                              const TensorView& output, cudaStream_t stream,
-                              const TensorView& lse_ln, const OutputQuant& quant) {
+void PagedImpl::forward(const AttentionLayer& layer, const TensorView& query, const TensorView& key,
+                        const TensorView& value, const TensorView& kv_cache,
+                        const AttentionMetadata& md, const TensorView& output, cudaStream_t stream,
+                        const TensorView& lse_ln, const OutputQuant& quant) {
   const AttentionParams& p = params();
   FF_CHECK(!quant.output_scale.defined() && !quant.output_block_scale.defined(), E::kUnsupported,
-           "the paged_decode backend does not fuse output quantisation (layer '", layer.name, "')");
+           "the paged backend does not fuse output quantisation (layer '", layer.name, "')");
   const int rows = md.num_tokens;
   check_query(query, "query", rows, p.num_heads, p.head_size);
   check_16_byte_rows(query, "the query", 2);
@@ -111,7 +111,7 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
   check_16_byte_rows(call.k, "the cache", 3);
   const int block_size = static_cast<int>(call.k.size(1));
   FF_CHECK(block_size > 0 && (block_size & (block_size - 1)) == 0, E::kUnsupported,
-           "paged_decode needs a power-of-two block size, got ", block_size);
+           "the paged backend needs a power-of-two block size, got ", block_size);
   call.causal = p.attn_type == AttentionType::kDecoder;
 
   const bool writes_cache = p.kv_sharing_target_layer_name.empty();
@@ -130,9 +130,9 @@ void PagedDecodeImpl::forward(const AttentionLayer& layer, const TensorView& que
   if (md.num_decode_tokens < rows) prefill_.run(call, /*single_token_rows=*/false, stream);
 }
 
-class PagedDecodeBackend final : public AttentionBackend {
+class PagedBackend final : public AttentionBackend {
  public:
-  std::string_view name() const override { return "paged_decode"; }
+  std::string_view name() const override { return "paged"; }
   bool is_mla() const override { return false; }
   GraphSupport graph_support() const override { return GraphSupport::kAlways; }
   bool supports_dcp_prefill() const override { return true; }
@@ -163,28 +163,17 @@ class PagedDecodeBackend final : public AttentionBackend {
   std::unique_ptr<AttentionImpl> make_impl(const AttentionParams& p, DcpGroup dcp) const override {
     check_common_params(*this, p);
     check_dcp(dcp, /*can_return_lse=*/true, name());
-    if (p.attn_type == AttentionType::kEncoderDecoder) {
-      FF_CHECK(p.alibi_slopes.empty() && !p.sliding_window, E::kUnsupported,
-               "encoder_decoder (cross) attention supports neither alibi_slopes nor "
-               "sliding_window: key positions are the encoder's, not the query's");
-    }
-    // Under DCP a key's index in the shard is not its position: a window or ALiBi bias would
-    // need the position (the spec refuses them too).
-    FF_CHECK(dcp.world_size == 1 || (p.alibi_slopes.empty() && !p.sliding_window), E::kUnsupported,
-             "backend 'paged_decode' under decode context parallelism (", dcp.world_size,
-             " ranks) supports neither alibi_slopes nor sliding_window");
+    check_positional_features(p, dcp, name());
     for (const auto& why :
          {DecodePolicy::cannot_implement(p), PrefillPolicy::cannot_implement(p)}) {
-      FF_CHECK(!why, E::kUnsupported, "backend 'paged_decode': ", why.value_or(""));
+      FF_CHECK(!why, E::kUnsupported, "backend 'paged': ", why.value_or(""));
     }
-    return std::make_unique<PagedDecodeImpl>(p, dcp);
+    return std::make_unique<PagedImpl>(p, dcp);
   }
 };
 
 }  // namespace
 
-std::unique_ptr<AttentionBackend> make_paged_decode_backend() {
-  return std::make_unique<PagedDecodeBackend>();
-}
+std::unique_ptr<AttentionBackend> make_paged_backend() { return std::make_unique<PagedBackend>(); }
 
 }  // namespace freezeframe
