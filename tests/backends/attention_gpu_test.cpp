@@ -296,8 +296,9 @@ std::vector<Case> cases() {
   out.push_back(
       {.name = "bf16_encoder_only_alibi", .alibi = true, .type = AttentionType::kEncoderOnly});
 
-  // The paged decode backend: decode rows through split-KV, other rows through the reference.
-  const char* pd = "paged_decode";
+  // The paged backend: decode rows through the split-KV kernel, other rows through the
+  // tensor-core prefill kernel.
+  const char* pd = "paged";
   const std::vector<int> long_decodes = {1, 16, 17, 300, 1000, 4096};  // length 1 and a long one
   out.push_back({.name = "decode_bf16_gqa4_d128", .backend = pd});
   out.push_back({.name = "decode_f16_gqa4_d128",

@@ -46,7 +46,8 @@ void StepStager::stage(const StepBatch& batch, const StepShape& shape, int rows,
   in_flight_ = false;
   auto* image = static_cast<std::byte*>(image_.data());
 
-  // Under DCP: this rank's shard of each request (decode rows only; assign refuses others).
+  // Under DCP: this rank's shard of each request, with each request's context for the mask
+  // of its prefill rows over the shard.
   step_metadata_.assign(batch, shape, dcp_, dcp_rank_, rows, reqs);
   const CommonAttentionMetadata common = step_metadata_.common();
   // The table first: its block ids may be refused, and a refused step must leave the image

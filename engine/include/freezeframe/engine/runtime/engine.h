@@ -85,8 +85,9 @@ struct EngineOptions {
   Communicator* communicator = nullptr;
   /// With dcp.world_size D > 1: this rank's communicator in its DCP group, the D consecutive
   /// tensor-parallel ranks tp_rank − tp_rank mod D ... (its rank is tp_rank mod D; with D = T
-  /// the tensor-parallel group itself may serve). Steps with prefill rows are refused under
-  /// DCP for now: decode steps run, eagerly and in full graphs.
+  /// the tensor-parallel group itself may serve). Decode and prefill rows run, eagerly and in
+  /// every graph mode, where every layer's backend attends prefill rows over a DCP shard
+  /// (AttentionBackend::supports_dcp_prefill); with one that does not, decode steps only.
   Communicator* dcp_communicator = nullptr;
 };
 
