@@ -23,3 +23,23 @@ message(STATUS "consumer printed: ${out}")
 if(rc OR NOT out MATCHES "reference")
   message(FATAL_ERROR "the consumer did not list the reference backend (${rc})")
 endif()
+
+# The examples folder is a project of its own too: built as a user who copied it would.
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples -B ${WORK_DIR}/examples
+                  -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix
+                RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "configuring the examples against the installed tree failed (${rc})")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/examples RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "building the examples against the installed tree failed (${rc})")
+endif()
+# No path of this machine's NCCL in the installed targets: the package finds it where it is.
+file(GLOB targets ${WORK_DIR}/prefix/lib*/cmake/freezeframe/freezeframe-targets*.cmake)
+foreach(file ${targets})
+  file(READ ${file} text)
+  if(text MATCHES "libnccl")
+    message(FATAL_ERROR "${file} names a libnccl path")
+  endif()
+endforeach()
