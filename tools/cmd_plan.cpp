@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,11 +33,23 @@ constexpr const char* kUsage =
     "                   free memory, or 141GiB without a GPU)\n"
     "  --budget         overrides cache.memory_budget: a fraction in (0, 1] or a size\n"
     "  --json FILE      writes the plan as JSON\n"
-    "  --svg FILE       writes an SVG memory map\n";
+    "  --svg FILE       writes an SVG memory map\n"
+    "  FILE '-' is standard output, which then holds that file alone (no table)\n";
 
-void write_json(const std::string& path, const EngineSpec& spec, const MemoryPlan& plan) {
-  std::ofstream out(path);
-  FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", path, "'");
+/// Runs write(stream) into the file `path`, or into standard output for "-".
+template <typename Write>
+void write_output(const std::string& path, std::string_view flag, Write&& write) {
+  if (path == "-") {
+    write(std::cout);
+    std::cout.flush();
+    return;
+  }
+  std::ofstream file(path);
+  FF_CHECK(file.good(), ErrorCode::kInvalidArgument, flag, ": cannot write ", quote(path));
+  write(file);
+}
+
+void write_json(std::ostream& out, const EngineSpec& spec, const MemoryPlan& plan) {
   const KvCacheSummary& kv = plan.kv_cache;
   std::string checkpoint = "null";  // or the path the model section came from, as a string
   if (spec.model.checkpoint) {
@@ -103,9 +116,7 @@ void write_json(const std::string& path, const EngineSpec& spec, const MemoryPla
 
 /// Left: the arena as bands (height ∝ bytes, with a minimum so small regions stay visible).
 /// Right: the activation region, program step across, offset down, one rectangle per tensor.
-void write_svg(const std::string& path, const EngineSpec& spec, const MemoryPlan& plan) {
-  std::ofstream out(path);
-  FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--svg: cannot write '", path, "'");
+void write_svg(std::ostream& out, const EngineSpec& spec, const MemoryPlan& plan) {
   constexpr double kTop = 40, kHeight = 720, kBarX = 20, kBarW = 360, kMapX = 460, kMapW = 720;
   static constexpr const char* kColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                                             "#edc948", "#b07aa1", "#ff9da7", "#9c755f"};
@@ -243,6 +254,9 @@ int run_plan(Args args) {
     }
   }
   if (spec_path.empty()) throw UsageError("no spec file given");
+  if (json_path == "-" && svg_path == "-") {
+    throw UsageError("--json - and --svg - both ask for standard output; give one a file");
+  }
   EngineSpec spec = load_spec(spec_path);
   if (budget) {
     double fraction = 0;
@@ -263,9 +277,13 @@ int run_plan(Args args) {
   device_bytes = device.bytes;
   const std::string note = device.note;
   const MemoryPlan plan = plan_memory(spec, *device_bytes);
-  print_plan(spec, plan, note);
-  if (!json_path.empty()) write_json(json_path, spec, plan);
-  if (!svg_path.empty()) write_svg(svg_path, spec, plan);
+  if (json_path != "-" && svg_path != "-") print_plan(spec, plan, note);
+  if (!json_path.empty()) {
+    write_output(json_path, "--json", [&](std::ostream& out) { write_json(out, spec, plan); });
+  }
+  if (!svg_path.empty()) {
+    write_output(svg_path, "--svg", [&](std::ostream& out) { write_svg(out, spec, plan); });
+  }
   return 0;
 }
 

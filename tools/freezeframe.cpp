@@ -42,6 +42,7 @@ constexpr Command kCommands[] = {
 void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: freezeframe [--verbose] <command> [args]\n"
+               "       freezeframe --version\n"
                "  --verbose  errors also name the source file and line that raised them\n\n"
                "commands:\n");
   for (const Command& c : kCommands) {
@@ -66,6 +67,10 @@ int main(int argc, char** argv) {
   const std::string_view name = argv[first];
   if (name == "-h" || name == "--help" || name == "help") {
     usage(stdout);
+    return 0;
+  }
+  if (name == "--version" || name == "version") {
+    std::printf("freezeframe %s\n", FREEZEFRAME_VERSION);
     return 0;
   }
   std::vector<std::string_view> args(argv + first + 1, argv + argc);

@@ -6,7 +6,7 @@
 # ids and pieces, and refuses a broken tokenizer naming the field; inspect reads a checkpoint
 # whole and says why the engine could not run one.
 # Usage: cmake -DFREEZEFRAME=<tool> -DSOURCE_DIR=<checkout> -DWORK_DIR=<scratch>
-#              -P cli_contract.cmake
+#              -DVERSION=<project version> -P cli_contract.cmake
 
 set(commands backends bench capture demo generate inspect plan serve-sim tokenize)
 set(spec ${SOURCE_DIR}/configs/llama-3.1-8b.yaml)
@@ -16,11 +16,13 @@ set(trace ${WORK_DIR}/two_requests.csv)
 file(WRITE ${trace} "TIMESTAMP,ContextTokens,GeneratedTokens\n"
                     "2023-11-16 18:17:03.0000000,40,4\n2023-11-16 18:17:03.5000000,20,3\n")
 
-# check(RC <code> ARGS <args...> [OUT <text>...] [ERR <text>...] [NOT_ERR <text>...])
-# Runs the tool; the exit code must be <code>, stdout hold every OUT text, stderr every ERR
-# text and none of NOT_ERR (plain substrings). No stderr may say "internal error".
+# check(RC <code> ARGS <args...> [OUT <text>...] [NOT_OUT <text>...] [ERR <text>...]
+#       [NOT_ERR <text>...])
+# Runs the tool; the exit code must be <code>, stdout hold every OUT text and none of NOT_OUT,
+# stderr every ERR text and none of NOT_ERR (plain substrings). No stderr may say "internal
+# error".
 function(check)
-  cmake_parse_arguments(ARG "" "RC" "ARGS;OUT;ERR;NOT_ERR" ${ARGN})
+  cmake_parse_arguments(ARG "" "RC" "ARGS;OUT;NOT_OUT;ERR;NOT_ERR" ${ARGN})
   execute_process(COMMAND ${FREEZEFRAME} ${ARG_ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out
                   ERROR_VARIABLE err)
   string(REPLACE ";" " " shown "freezeframe ${ARG_ARGS}")
@@ -32,6 +34,12 @@ function(check)
     string(FIND "${out}" "${text}" at)
     if(at EQUAL -1)
       string(APPEND problems "stdout lacks '${text}'; ")
+    endif()
+  endforeach()
+  foreach(text ${ARG_NOT_OUT})
+    string(FIND "${out}" "${text}" at)
+    if(NOT at EQUAL -1)
+      string(APPEND problems "stdout has '${text}'; ")
     endif()
   endforeach()
   foreach(text ${ARG_ERR})
@@ -53,7 +61,20 @@ function(check)
   endif()
 endfunction()
 
-check(RC 0 ARGS --help OUT "usage: freezeframe [--verbose] <command>" "serve-sim")
+check(RC 0 ARGS --help OUT "usage: freezeframe [--verbose] <command>" "serve-sim" "--version")
+check(RC 0 ARGS --version OUT "freezeframe ${VERSION}")
+# '-' is standard output, which then holds the JSON alone; no file named '-' is written.
+file(REMOVE ${WORK_DIR}/-)
+execute_process(COMMAND ${FREEZEFRAME} plan ${spec} --device-memory 80GiB --json -
+                WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+string(STRIP "${out}" out)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "^{.*\"kv_cache\": {.*}$" OR EXISTS ${WORK_DIR}/-)
+  message(SEND_ERROR "plan --json - did not write the JSON alone to stdout (exit ${rc}):\n${out}")
+else()
+  message(STATUS "ok: freezeframe plan --json - (JSON alone on stdout)")
+endif()
+check(RC 0 ARGS plan ${spec} --device-memory 80GiB --svg - OUT "<svg" NOT_OUT "kv cache:")
+check(RC 2 ARGS plan ${spec} --json - --svg - ERR "both ask for standard output")
 check(RC 2 ARGS ERR "usage: freezeframe")
 check(RC 2 ARGS no-such-command ERR "unknown command 'no-such-command'")
 
