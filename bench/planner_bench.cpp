@@ -11,14 +11,18 @@
 // alone (the lower bound included, the program and the random set excluded).
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "freezeframe/base/error.h"
+#include "freezeframe/base/printable.h"
 #include "freezeframe/engine/model/model_program.h"
 #include "freezeframe/engine/plan/memory_planner.h"
 #include "freezeframe/engine/spec/spec.h"
@@ -83,15 +87,41 @@ void row(const std::string& name, int tensors, double ratio, double worst, doubl
 
 }  // namespace
 
-int main(int argc, char** argv) {
+constexpr const char* kUsage =
+    "usage: planner_bench [--repeats N] [--seeds N] [SPEC.yaml ...]\n"
+    "  how close the lifetime packer gets to the lower bound, and how long it takes, on the\n"
+    "  specs' model programs (default: every configs/*.yaml) and on random interval sets\n";
+
+/// A count argument in [1, 1000000], or nothing.
+std::optional<int> parse_count(const std::string& text) {
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 1 || value > 1'000'000) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+int run(int argc, char** argv) {
   int repeats = 11, seeds = 5;
   std::vector<std::string> specs;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--repeats" && i + 1 < argc) {
-      repeats = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--seeds" && i + 1 < argc) {
-      seeds = std::max(1, std::atoi(argv[++i]));
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    } else if (a == "--repeats" || a == "--seeds") {
+      const std::optional<int> n = i + 1 < argc ? parse_count(argv[i + 1]) : std::nullopt;
+      if (!n) {
+        std::fprintf(stderr, "planner_bench: %s takes a count from 1 to 1000000\n\n%s", a.c_str(),
+                     kUsage);
+        return 2;
+      }
+      (a == "--repeats" ? repeats : seeds) = *n;
+      ++i;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "planner_bench: unknown option %s\n\n%s", ff::quote(a).c_str(), kUsage);
+      return 2;
     } else {
       specs.push_back(a);
     }
@@ -149,4 +179,13 @@ int main(int argc, char** argv) {
   for (const auto& [name, ms] : plan_ms) std::printf(" %s %.3f;", name.c_str(), ms);
   std::printf("\nJSON {\"planner_bench\": [%s]}\n", g_json.c_str());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const ff::Error& e) {
+    std::fprintf(stderr, "planner_bench: %s\n", e.message().c_str());
+    return 1;
+  }
 }
