@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "freezeframe/base/dtype.h"
 #include "freezeframe/base/error.h"
+#include "freezeframe/base/printable.h"
 #include "freezeframe/checkpoints/checkpoint_config.h"
 #include "freezeframe/engine/model/checkpoint_weights.h"
 #include "freezeframe/engine/model/model_program.h"
@@ -109,7 +110,14 @@ int run_inspect(Args args) {
   if (path.empty()) throw UsageError("no checkpoint given");
 
   const CheckpointConfig config = read_checkpoint_config(path);
-  std::printf("checkpoint: %s (config %s)\n", config.path.c_str(), config.config_file.c_str());
+  // The config's file only where it is another than the checkpoint named (a folder's
+  // config.json; a GGUF file is its own config).
+  if (config.config_file == config.path) {
+    std::printf("checkpoint: %s\n", printable(config.path, 200).c_str());
+  } else {
+    std::printf("checkpoint: %s (config %s)\n", printable(config.path, 200).c_str(),
+                printable(config.config_file, 200).c_str());
+  }
   std::printf("model: %s, %s: %d layers, hidden %d, heads %d/%d of %d, MLP %d, vocabulary %d\n",
               config.name.c_str(), config.architecture.c_str(), config.num_layers,
               config.hidden_size, config.num_heads, config.num_kv_heads, config.head_size,

@@ -1,5 +1,5 @@
 // memory/: MemoryPlan regions and the Arena's checks. The checks run over host memory the test
-// owns (Arena::borrow), so they run without a GPU; the one-allocation path runs where one is.
+// owns (Arena::borrow), so they run without a GPU (the one-allocation path: arena_gpu_test).
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,6 @@
 #include <memory>
 
 #include "freezeframe/base/error.h"
-#include "freezeframe/core/device.h"
 #include "freezeframe/memory/arena.h"
 #include "freezeframe/memory/memory_plan.h"
 
@@ -104,18 +103,6 @@ TEST(Arena, TooSmallOrMisalignedMemoryIsRefused) {
     EXPECT_NE(std::string(e.what()).find("region 'b'"), std::string::npos) << e.what();
   }
   EXPECT_THROW((void)Arena::borrow(plan, memory.get() + 8, 4000, Device::cpu()), Error);
-}
-
-TEST(Arena, OneDeviceAllocation) {
-  if (!has_gpu()) GTEST_SKIP() << "no GPU: " << gpu_status();
-  const MemoryPlan plan = small_plan();
-  const Arena arena = Arena::allocate(plan);
-  EXPECT_TRUE(arena.device().kind == DeviceKind::kCuda);
-  EXPECT_EQ(arena.bytes(), plan.used_bytes());
-  EXPECT_TRUE(arena.view("b", DType::kF32, {250}).is_cuda());
-  MemoryPlan too_big(100);
-  too_big.add_region("x", RegionKind::kWeights, 200);
-  EXPECT_THROW((void)Arena::allocate(too_big), Error) << "checked before allocating";
 }
 
 }  // namespace

@@ -162,7 +162,10 @@ check(RC 0 ARGS inspect ${weights}/llama --tensors --verify
       OUT "safetensors: 12 tensors" "model.layers.0.self_attn.q_proj.weight"
           "the model program's 12 weights: all present" "verify: 12 tensors read whole; 0 problems")
 check(RC 0 ARGS inspect ${weights}/llama.gguf --verify
-      OUT "GGUF: 12 tensors" "12 weights: all present" "0 problems")
+      OUT "checkpoint: ${weights}/llama.gguf\n" "GGUF: 12 tensors" "12 weights: all present"
+          "0 problems" NOT_OUT "(config ")
+check(RC 0 ARGS inspect ${weights}/llama
+      OUT "checkpoint: ${weights}/llama (config ${weights}/llama/config.json)")
 check(RC 1 ARGS inspect ${weights}/broken/wrong-shape.gguf
       OUT "the engine would not run these weights" "is [64, 32]; the model program expects [32, 32]")
 check(RC 1 ARGS inspect ${weights}/broken/q4_k.gguf --tensors

@@ -290,7 +290,9 @@ TEST(StepBatch, EachDcpRankSeesItsShardOfTheWholeSequence) {
               ++held;
             }
             ASSERT_EQ(m.seq_lens()[r], held);
-            if (world > 1) ASSERT_EQ(common.dcp_context_lens[r], len - q);
+            if (world > 1) {
+              ASSERT_EQ(common.dcp_context_lens[r], len - q);
+            }
             // The keys a new token at position p sees on this rank: its positions ≤ p.
             for (int p = len - q; p < len; ++p) {
               int before = 0;
