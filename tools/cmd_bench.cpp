@@ -11,8 +11,8 @@
 // the stream instead. Also the capture time and the graphs' memory.
 // Prefill steps (--prefill): B requests of N new tokens after C cached ones, timed eagerly and
 // in the graph mode the dispatcher runs them in, with their model TFLOP/s (step_flops.h).
-// With --sample the engine draws each request's next token on the device (temperature 0.8,
-// top-k 50, top-p 0.95), and the op breakdown shows the draw's cost per step.
+// With --sample the engine draws each request's next token on the device (kDefaultSampling:
+// temperature 0.8, top-k 40, top-p 0.95), and the op breakdown shows the draw's cost per step.
 // A spec with tp.world_size T > 1 runs as T ranks on this GPU (a LocalGroup), the op breakdown
 // showing the collectives (all_reduce, gather_logits).
 
@@ -62,7 +62,7 @@ constexpr const char* kUsage =
     "  --prefill-context C  tokens cached before the new ones of each prefill request\n"
     "                     (default 0)\n"
     "  --sample           the engine samples each request's next token on the device\n"
-    "                     (temperature 0.8, top-k 50, top-p 0.95, a seed per request)\n"
+    "                     (temperature 0.8, top-k 40, top-p 0.95, a seed per request)\n"
     "  --backend NAME     run every layer's attention on this backend\n"
     "  --device-memory    device memory the plan assumes (default: the GPU's free memory)\n"
     "  --json FILE        writes the figures as JSON (decode rows in \"results\", prefill\n"
@@ -100,7 +100,11 @@ struct DecodeBatch {
     for (int r = 0; r < b; ++r) batch.requests.push_back({1, context, blocks[r]});
     batch.token_ids = tokens;
     if (sample) {
-      for (int r = 0; r < b; ++r) sampling.push_back({0.8f, 50, 0.95f, std::uint64_t(r)});
+      for (int r = 0; r < b; ++r) {
+        SamplingParams p = kDefaultSampling;
+        p.seed = std::uint64_t(r);
+        sampling.push_back(p);
+      }
       batch.sampling = sampling;
     }
   }

@@ -56,7 +56,7 @@ struct GenerateArgs {
   std::string checkpoint;
   std::optional<std::string> prompt;
   std::int32_t max_tokens = 128;
-  SamplingParams sampling{0.8f, 40, 0.95f, 0};
+  SamplingParams sampling = kDefaultSampling;
   std::optional<bool> chat;
   std::optional<std::int64_t> device_bytes;
 };

@@ -50,7 +50,8 @@ constexpr const char* kUsage =
     "                     this `freezeframe bench --json` file (it needs decode rows,\n"
     "                     --batches, and prefill rows, --prefill): dense time by step\n"
     "                     tokens, plus decode and prefill attention by their work\n"
-    "  --sample           draw each output token on the GPU (temperature 1, a seed per request)\n"
+    "  --sample           draw each output token on the GPU (temperature 0.8, top-k 40,\n"
+    "                     top-p 0.95, a seed per request)\n"
     "                     and feed it back; a request that draws one of the checkpoint's\n"
     "                     end-of-sequence tokens finishes early\n";
 
@@ -139,7 +140,7 @@ int run_serve_sim(Args args) {
     options.device_memory = device.bytes;
     options.sample_tokens = sample;
     if (sample) {
-      serving.sampling = {1.0f, 0, 1.0f, 0};
+      serving.sampling = kDefaultSampling;
       if (spec.model.checkpoint) serving.stop_token_ids = spec.model.checkpoint->eos_token_ids;
     }
     engine = std::make_unique<Engine>(spec, options);

@@ -98,7 +98,10 @@ foreach(command bench capture plan)
 endforeach()
 
 # bench offers drawing the tokens on the device (the sampler's cost per step).
-check(RC 0 ARGS bench --help OUT "--sample" "top-k 50")
+# The tools draw alike where the user names no sampling (kDefaultSampling).
+check(RC 0 ARGS bench --help OUT "--sample" "temperature 0.8, top-k 40, top-p 0.95")
+check(RC 0 ARGS serve-sim --help OUT "--sample" "temperature 0.8, top-k 40,")
+check(RC 0 ARGS generate --help OUT "(default 0.8)" "(default 40)" "(default 0.95)")
 
 # Malformed values are usage errors too.
 check(RC 2 ARGS plan ${spec} --device-memory ERR "--device-memory needs a value")

@@ -30,6 +30,11 @@ struct SamplingParams {
   bool operator==(const SamplingParams&) const = default;
 };
 
+/// The draw the tools make where the user names none (freezeframe generate, bench --sample,
+/// serve-sim --sample): temperature 0.8, top-k 40, top-p 0.95, as llama.cpp's server draws;
+/// each request gets its own seed.
+inline constexpr SamplingParams kDefaultSampling{0.8f, 40, 0.95f, 0};
+
 /// Throws kInvalidArgument naming `where` and the field ("request 2: sampling.top_p: 1.5 is
 /// not in (0, 1]") for a negative or non-finite temperature, a negative top_k or a top_p
 /// outside (0, 1].
