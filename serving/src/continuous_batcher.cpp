@@ -43,10 +43,11 @@ ContinuousBatcher::ContinuousBatcher(const DeploymentLimits& limits, BlockPool& 
            limits.max_model_len);
   FF_CHECK(limits.block_size > 0, ErrorCode::kInvalidArgument,
            "the batcher needs a positive cache.block_size, got ", limits.block_size);
-  FF_CHECK(dcp.block_size == limits.block_size && dcp.world >= 1 && dcp.interleave >= 1 &&
-               limits.block_size % dcp.interleave == 0 && dcp.virtual_block_size() <= INT32_MAX,
-           ErrorCode::kInvalidArgument, "the batcher's DCP layout (", dcp.world,
-           " ranks, interleave ", dcp.interleave, ", blocks of ", dcp.block_size,
+  FF_CHECK(dcp.block_size == limits.block_size && dcp.world_size >= 1 && dcp.interleave_size >= 1 &&
+               limits.block_size % dcp.interleave_size == 0 &&
+               dcp.virtual_block_size() <= INT32_MAX,
+           ErrorCode::kInvalidArgument, "the batcher's DCP layout (", dcp.world_size,
+           " ranks, interleave ", dcp.interleave_size, ", blocks of ", dcp.block_size,
            ") does not fit cache.block_size ", limits.block_size);
   tokens_per_block_ = static_cast<int>(dcp.virtual_block_size());
 }

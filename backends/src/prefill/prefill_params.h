@@ -63,7 +63,7 @@ struct PrefillParams {
   int sliding_window = 0;
   // Decode context parallelism: the keys are this rank's shard of each sequence, and a query
   // at position pos sees its first dcp_shard_tokens(pos + 1, ...) (no window or ALiBi then).
-  int dcp_world = 1, dcp_interleave = 1, dcp_rank = 0;
+  int dcp_world = 1, dcp_interleave_size = 1, dcp_rank = 0;
   bool causal = true;
   bool single_token_rows = false;  // attend single-token requests too (no decode kernel does)
   bool use_alibi = false;

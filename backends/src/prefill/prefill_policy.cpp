@@ -105,7 +105,7 @@ void PrefillPolicy::run(const AttentionCall& call, bool single_token_rows,
   f.softcap = p.logits_soft_cap;
   f.sliding_window = p.sliding_window.value_or(0);
   f.dcp_world = dcp_.world_size;
-  f.dcp_interleave = dcp_.interleave_size;
+  f.dcp_interleave_size = dcp_.interleave_size;
   f.dcp_rank = dcp_.rank;
   f.causal = call.causal;
   f.single_token_rows = single_token_rows;

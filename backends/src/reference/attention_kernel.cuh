@@ -89,7 +89,7 @@ struct AttentionKernelParams {
   float alibi[kMaxHeads] = {};
   // Under DCP (dcp_world > 1) the keys are this rank's shard; a request's first new position.
   const std::int32_t* first_positions = nullptr;
-  int dcp_world = 1, dcp_rank = 0, dcp_interleave = 1;
+  int dcp_world = 1, dcp_rank = 0, dcp_interleave_size = 1;
 };
 
 template <typename QT, typename OT, typename Kv, int kValuesPerThread>
@@ -134,7 +134,8 @@ __global__ void __launch_bounds__(kAttentionThreads)
       (sharded ? p.first_positions[req] : kv_len - query_len) + (row - p.query_start_loc[req]);
   int first = 0, last = kv_len - 1;
   if (p.causal) {
-    last = sharded ? dcp_shard_tokens(pos + 1, p.dcp_world, p.dcp_interleave, p.dcp_rank) - 1 : pos;
+    last = sharded ? dcp_shard_tokens(pos + 1, p.dcp_world, p.dcp_interleave_size, p.dcp_rank) - 1
+                   : pos;
   }
   if (p.sliding_window > 0) {
     first = max(0, pos - p.sliding_window + 1);

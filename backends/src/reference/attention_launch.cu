@@ -50,7 +50,7 @@ AttentionKernelParams<QT, OT, Kv> common_params(const AttentionLaunch& l, const 
     p.first_positions = l.first_positions;
     p.dcp_world = l.dcp.world_size;
     p.dcp_rank = l.dcp.rank;
-    p.dcp_interleave = l.dcp.interleave_size;
+    p.dcp_interleave_size = l.dcp.interleave_size;
   }
   return p;
 }

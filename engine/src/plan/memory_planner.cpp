@@ -217,9 +217,9 @@ MemoryPlan plan_memory(const EngineSpec& spec, std::int64_t device_bytes,
   kv.cache_layers = static_cast<int>(cache_layers.size());
   kv.tokens_per_rank = num_blocks * block_size;
   kv.tp_world_size = geometry.rank.tp_size;
-  kv.dcp_world_size = geometry.rank.dcp_size;
-  kv.dcp_interleave_size = geometry.rank.dcp_interleave;
-  kv.deployment_tokens = kv.tokens_per_rank * geometry.rank.dcp_size;
+  kv.dcp_world_size = geometry.rank.dcp_world_size;
+  kv.dcp_interleave_size = geometry.rank.dcp_interleave_size;
+  kv.deployment_tokens = kv.tokens_per_rank * geometry.rank.dcp_world_size;
   kv.max_model_len = spec.scheduler.max_model_len;
   // Every rank has num_blocks blocks; a max-length sequence takes blocks_per_seq of them on
   // rank 0, the rank holding the most of its tokens.

@@ -34,9 +34,9 @@ std::string_view dcp_prefill_missing(const EngineSpec& spec) {
 /// Under DCP, a step with prefill rows where a backend cannot attend them over a shard.
 void check_dcp_rows(const EngineSpec& spec, const DeploymentGeometry& geometry, bool dcp_prefill,
                     const StepShape& shape) {
-  FF_CHECK(geometry.rank.dcp_size == 1 || dcp_prefill || shape.num_decodes == shape.num_reqs,
+  FF_CHECK(geometry.rank.dcp_world_size == 1 || dcp_prefill || shape.num_decodes == shape.num_reqs,
            E::kUnsupported, "the step has prefill rows, which backend '", dcp_prefill_missing(spec),
-           "' does not attend under decode context parallelism (", geometry.rank.dcp_size,
+           "' does not attend under decode context parallelism (", geometry.rank.dcp_world_size,
            " ranks): decode steps only");
 }
 
@@ -118,7 +118,7 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
   state_ = std::make_unique<State>(std::move(spec), std::move(options), device_memory);
   State& s = *state_;
   const cudaStream_t stream = s.stream.get();
-  s.dcp_prefill = s.geometry.rank.dcp_size == 1 || dcp_prefill_missing(s.spec).empty();
+  s.dcp_prefill = s.geometry.rank.dcp_world_size == 1 || dcp_prefill_missing(s.spec).empty();
 
   // The model's backends, in order of first use; each layer's attention reads its backend's
   // metadata of the staged step.

@@ -39,7 +39,7 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
     : spec_(spec),
       shard_(tp_shard(spec)),
       tp_rank_(geometry.rank.tp_rank),
-      dcp_size_(geometry.rank.dcp_size),
+      dcp_size_(geometry.rank.dcp_world_size),
       communicator_(communicator),
       dcp_communicator_(dcp_communicator),
       program_(program),
@@ -89,7 +89,8 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
                                    ? arena.view("attention_workspace", DType::kU8,
                                                 {arena.plan().region("attention_workspace").bytes})
                                    : TensorView();
-  const DcpGroup dcp{geometry.rank.dcp_size, geometry.rank.dcp_rank, geometry.rank.dcp_interleave};
+  const DcpGroup dcp{geometry.rank.dcp_world_size, geometry.rank.dcp_rank,
+                     geometry.rank.dcp_interleave_size};
   for (int l = 0; l < model.num_layers; ++l) {
     auto layer = std::make_unique<Layer>();
     const LayerSpec& layer_spec = model.layers[l];

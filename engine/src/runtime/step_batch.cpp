@@ -1,5 +1,7 @@
 #include "freezeframe/engine/runtime/step_batch.h"
 
+#include "freezeframe/backends/dcp_shard.h"
+
 #include <algorithm>
 #include <cfloat>
 #include <cstdint>
@@ -28,12 +30,13 @@ StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
 
 StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
                         const DcpSharding& dcp, bool check_block_ids) {
-  FF_CHECK(dcp.world >= 1 && dcp.interleave >= 1 && dcp.block_size == limits.block_size &&
-               dcp.block_size % dcp.interleave == 0,
-           E::kInvalidArgument, "DCP layout of ", dcp.world, " ranks, interleave ", dcp.interleave,
-           ", blocks of ", dcp.block_size, " does not fit cache.block_size ", limits.block_size);
-  FF_CHECK(dcp.world == 1 || batch.slot_mapping.empty(), E::kInvalidArgument,
-           "a step under decode context parallelism (", dcp.world,
+  FF_CHECK(dcp.world_size >= 1 && dcp.interleave_size >= 1 && dcp.block_size == limits.block_size &&
+               dcp.block_size % dcp.interleave_size == 0,
+           E::kInvalidArgument, "DCP layout of ", dcp.world_size, " ranks, interleave ",
+           dcp.interleave_size, ", blocks of ", dcp.block_size, " does not fit cache.block_size ",
+           limits.block_size);
+  FF_CHECK(dcp.world_size == 1 || batch.slot_mapping.empty(), E::kInvalidArgument,
+           "a step under decode context parallelism (", dcp.world_size,
            " ranks) cannot give a slot mapping: each rank derives its own");
   const int num_reqs = static_cast<int>(batch.requests.size());
   FF_CHECK(num_reqs >= 1 && num_reqs <= limits.max_num_seqs, E::kInvalidArgument, "a step has ",
@@ -59,7 +62,7 @@ StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
     const int needed = static_cast<int>((r.seq_len + virtual_block - 1) / virtual_block);
     FF_CHECK(static_cast<std::int64_t>(r.block_ids.size()) >= needed, E::kInvalidArgument,
              "request ", i, ": seq_len ", r.seq_len, " needs ", needed, " blocks of ",
-             virtual_block, dcp.world > 1 ? " (virtual blocks of the DCP ranks)" : "",
+             virtual_block, dcp.world_size > 1 ? " (virtual blocks of the DCP ranks)" : "",
              ", its block table has ", r.block_ids.size());
     // One branch-free (vectorisable) pass over the ids, as this runs every step; the message
     // needs a second.
@@ -131,8 +134,8 @@ void StepMetadata::assign(const StepBatch& batch, const StepShape& shape, int bl
 void StepMetadata::assign(const StepBatch& batch, const StepShape& shape, const DcpSharding& dcp,
                           int dcp_rank, int padded_tokens, int padded_reqs) {
   const int num_reqs = shape.num_reqs;
-  FF_CHECK(dcp_rank >= 0 && dcp_rank < dcp.world, E::kInvalidArgument, "DCP rank ", dcp_rank,
-           " of ", dcp.world);
+  FF_CHECK(dcp_rank >= 0 && dcp_rank < dcp.world_size, E::kInvalidArgument, "DCP rank ", dcp_rank,
+           " of ", dcp.world_size);
   FF_CHECK(padded_tokens >= shape.num_tokens && padded_reqs >= num_reqs, E::kInvalidArgument,
            "cannot pad a step of ", shape.num_tokens, " tokens and ", num_reqs, " requests to ",
            padded_tokens, " tokens and ", padded_reqs, " requests");
@@ -142,13 +145,13 @@ void StepMetadata::assign(const StepBatch& batch, const StepShape& shape, const 
     stride = std::max(stride, static_cast<int>((r.seq_len + virtual_block - 1) / virtual_block));
   }
   reset(shape, stride, padded_tokens, padded_reqs);
-  if (dcp.world > 1) dcp_context_lens_.assign(padded_reqs, 0);
+  if (dcp.world_size > 1) dcp_context_lens_.assign(padded_reqs, 0);
   int row = 0;
   for (int i = 0; i < num_reqs; ++i) {
     const StepRequest& r = batch.requests[i];
-    seq_lens_[i] =
-        static_cast<std::int32_t>(dcp_rank_tokens(r.seq_len, dcp.world, dcp.interleave, dcp_rank));
-    if (dcp.world > 1) dcp_context_lens_[i] = r.seq_len - r.query_len;
+    seq_lens_[i] = static_cast<std::int32_t>(
+        dcp_shard_tokens<std::int64_t>(r.seq_len, dcp.world_size, dcp.interleave_size, dcp_rank));
+    if (dcp.world_size > 1) dcp_context_lens_[i] = r.seq_len - r.query_len;
     query_start_loc_[i + 1] = query_start_loc_[i] + r.query_len;
     rows_[i] = r.block_ids;
     for (std::int32_t pos = r.seq_len - r.query_len; pos < r.seq_len; ++pos, ++row) {

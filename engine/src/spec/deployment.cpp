@@ -9,23 +9,19 @@
 
 namespace freezeframe {
 
-std::int64_t dcp_rank_tokens(std::int64_t length, int world_size, int interleave_size, int rank) {
-  return dcp_shard_tokens<std::int64_t>(length, world_size, interleave_size, rank);
-}
-
 DeploymentGeometry DeploymentGeometry::of(const EngineSpec& spec, int tp_rank, int dcp_rank) {
   const ModelSpec& model = spec.model;
   RankView rank;
   rank.tp_rank = tp_rank;
   rank.tp_size = spec.tp.world_size;
   rank.dcp_rank = dcp_rank;
-  rank.dcp_size = spec.dcp.world_size;
-  rank.dcp_interleave = spec.dcp.interleave_size;
+  rank.dcp_world_size = spec.dcp.world_size;
+  rank.dcp_interleave_size = spec.dcp.interleave_size;
   FF_CHECK(rank.tp_size >= 1 && rank.tp_rank >= 0 && rank.tp_rank < rank.tp_size &&
-               rank.dcp_size >= 1 && rank.dcp_rank >= 0 && rank.dcp_rank < rank.dcp_size &&
-               rank.dcp_interleave >= 1,
+               rank.dcp_world_size >= 1 && rank.dcp_rank >= 0 &&
+               rank.dcp_rank < rank.dcp_world_size && rank.dcp_interleave_size >= 1,
            ErrorCode::kInvalidArgument, "rank view tp ", rank.tp_rank, "/", rank.tp_size, ", dcp ",
-           rank.dcp_rank, "/", rank.dcp_size, " is not a rank of its groups");
+           rank.dcp_rank, "/", rank.dcp_world_size, " is not a rank of its groups");
   DeploymentGeometry g;
   g.rank = rank;
 
@@ -35,9 +31,11 @@ DeploymentGeometry DeploymentGeometry::of(const EngineSpec& spec, int tp_rank, i
   l.max_model_len = spec.scheduler.max_model_len;
   l.block_size = spec.cache.block_size;
   l.vocab_size = model.vocab_size;
-  // A row holds a max-length sequence's virtual blocks (each block_size · dcp_size positions).
+  // A row holds a max-length sequence's virtual blocks (each block_size · dcp_world_size
+  // positions).
   l.max_blocks_per_req = static_cast<int>(
-      DcpSharding{rank.dcp_size, rank.dcp_interleave, l.block_size}.table_width(l.max_model_len));
+      DcpSharding{rank.dcp_world_size, rank.dcp_interleave_size, l.block_size}.table_width(
+          l.max_model_len));
   l.max_prefill_context_tokens =
       spec.scheduler.max_prefill_context_tokens > 0
           ? spec.scheduler.max_prefill_context_tokens
@@ -70,10 +68,6 @@ BatchLimits DeploymentGeometry::batch_limits() const {
   b.max_prefill_context_tokens = limits.max_prefill_context_tokens;
   b.num_blocks = limits.num_blocks;
   return b;
-}
-
-std::int64_t DeploymentGeometry::rank_tokens(std::int64_t length) const {
-  return dcp_rank_tokens(length, rank.dcp_size, rank.dcp_interleave, rank.dcp_rank);
 }
 
 }  // namespace freezeframe

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "freezeframe/backends/dcp_shard.h"
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/base/error.h"
 #include "freezeframe/engine/model/model_program.h"
@@ -238,14 +239,14 @@ TEST(MemoryPlanner, DcpShardsTheCacheAndPlansLseAsActivations) {
 
 TEST(MemoryPlanner, DcpRankTokensFollowTheInterleave) {
   // W = 2, I = 1: positions alternate; an odd length gives rank 0 the extra token.
-  EXPECT_EQ(dcp_rank_tokens(11, 2, 1, 0), 6);
-  EXPECT_EQ(dcp_rank_tokens(11, 2, 1, 1), 5);
+  EXPECT_EQ(dcp_shard_tokens<std::int64_t>(11, 2, 1, 0), 6);
+  EXPECT_EQ(dcp_shard_tokens<std::int64_t>(11, 2, 1, 1), 5);
   // W = 4, I = 16: 100 tokens = one full round of 64, then 36 = 16 + 16 + 4 + 0.
-  EXPECT_EQ(dcp_rank_tokens(100, 4, 16, 0), 32);
-  EXPECT_EQ(dcp_rank_tokens(100, 4, 16, 1), 32);
-  EXPECT_EQ(dcp_rank_tokens(100, 4, 16, 2), 20);
-  EXPECT_EQ(dcp_rank_tokens(100, 4, 16, 3), 16);
-  EXPECT_EQ(dcp_rank_tokens(7, 1, 1, 0), 7);
+  EXPECT_EQ(dcp_shard_tokens<std::int64_t>(100, 4, 16, 0), 32);
+  EXPECT_EQ(dcp_shard_tokens<std::int64_t>(100, 4, 16, 1), 32);
+  EXPECT_EQ(dcp_shard_tokens<std::int64_t>(100, 4, 16, 2), 20);
+  EXPECT_EQ(dcp_shard_tokens<std::int64_t>(100, 4, 16, 3), 16);
+  EXPECT_EQ(dcp_shard_tokens<std::int64_t>(7, 1, 1, 0), 7);
 }
 
 TEST(MemoryPlanner, ABudgetWithoutRoomForOneSequenceSaysWhatIsMissing) {

@@ -188,7 +188,7 @@ TEST_P(ReferenceLogitsOverTwoRanks, MatchTransformers) {
     if (c.interleave > 0) options.dcp_communicator = &group.rank(r);  // D = T
     Engine engine(spec_of(c, 2), options);
     EXPECT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
-    EXPECT_EQ(engine.geometry().rank.dcp_size, c.interleave > 0 ? 2 : 1);
+    EXPECT_EQ(engine.geometry().rank.dcp_world_size, c.interleave > 0 ? 2 : 1);
     SequenceRunner runner(engine, static_cast<int>(prompts.size()), longest);
     const StepOptions modes[2] = {{.eager = true}, {}};
     for (int m = 0; m < 2; ++m) {

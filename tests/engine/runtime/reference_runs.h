@@ -85,7 +85,7 @@ class SequenceRunner {
     const DeploymentLimits& limits = engine.limits();
     vocab_ = limits.vocab_size;
     // Under DCP a block id names a virtual block of block_size tokens on each rank.
-    block_tokens_ = limits.block_size * engine.geometry().rank.dcp_size;
+    block_tokens_ = limits.block_size * engine.geometry().rank.dcp_world_size;
     const int per_sequence = (max_len + block_tokens_ - 1) / block_tokens_;
     EXPECT_LE(sequences * per_sequence, limits.num_blocks) << "the KV pool is too small";
     blocks_.resize(static_cast<std::size_t>(sequences));

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "freezeframe/backends/dcp_shard.h"
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/base/error.h"
 #include "freezeframe/engine/plan/memory_planner.h"
@@ -56,10 +57,13 @@ TEST(DeploymentGeometry, DcpRowsCoverThisRanksShare) {
   spec.dcp.world_size = 4;
   spec.dcp.interleave_size = 16;
   const DeploymentGeometry g = DeploymentGeometry::of(spec, 0, 3);
-  EXPECT_EQ(g.rank.dcp_size, 4);
+  EXPECT_EQ(g.rank.dcp_world_size, 4);
   EXPECT_EQ(g.rank.dcp_rank, 3);
   EXPECT_EQ(g.limits.max_blocks_per_req, 131072 / 4 / 16);
-  EXPECT_EQ(g.rank_tokens(100), 16) << "100 = 64 + 16 + 16 + 4: rank 3 holds 16 of the first 64";
+  EXPECT_EQ(dcp_shard_tokens<std::int64_t>(100, g.rank.dcp_world_size, g.rank.dcp_interleave_size,
+                                           g.rank.dcp_rank),
+            16)
+      << "100 = 64 + 16 + 16 + 4: rank 3 holds 16 of the first 64";
   EXPECT_THROW((void)DeploymentGeometry::of(spec, 0, 4), Error) << "rank 4 of 4";
 }
 
@@ -155,7 +159,7 @@ TEST(MemoryPlanner, PagedDecodeWorkspaceFollowsTheSmCountOnly) {
 // The DCP layout against brute force: for many (world, interleave, block size, length),
 // placing every position of a sequence token by token. Each rank's positions, in order, must
 // fill its own blocks in order (the k-th position a rank holds is at block k div block_size,
-// offset k mod block_size of its row), so its local length is what dcp_rank_tokens says,
+// offset k mod block_size of its row), so its local length is what dcp_shard_tokens says,
 // slots are distinct and in range, and the row is table_width long.
 TEST(DcpSharding, MatchesPlacingEveryTokenInTurn) {
   std::mt19937 rng(17);
@@ -192,7 +196,7 @@ TEST(DcpSharding, MatchesPlacingEveryTokenInTurn) {
             }
           }
           for (int r = 0; r < world; ++r) {
-            ASSERT_EQ(held[r], dcp_rank_tokens(length, world, interleave, r))
+            ASSERT_EQ(held[r], dcp_shard_tokens<std::int64_t>(length, world, interleave, r))
                 << "W " << world << " I " << interleave << " length " << length << " rank " << r;
             ASSERT_LE((held[r] + block_size - 1) / block_size, width) << "the row holds it";
           }

@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(384, 1)
     const int pos = w.context + tok;
     if (p.causal) {
       return p.dcp_world > 1
-                 ? dcp_shard_tokens(pos + 1, p.dcp_world, p.dcp_interleave, p.dcp_rank) - 1
+                 ? dcp_shard_tokens(pos + 1, p.dcp_world, p.dcp_interleave_size, p.dcp_rank) - 1
                  : pos;
     }
     return p.sliding_window > 0 ? min(w.kv_len - 1, pos + p.sliding_window - 1) : w.kv_len - 1;

@@ -60,7 +60,7 @@ class ContinuousBatcher {
   ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool);
   /// The same for ranks under decode context parallelism: a block of `pool` is a virtual block
   /// of dcp.virtual_block_size() positions (each rank keeps its share of it in its own block
-  /// of that id), so the pool holds dcp.world times the tokens; the steps validate with
+  /// of that id), so the pool holds dcp.world_size times the tokens; the steps validate with
   /// validate_step(step, limits, dcp).
   ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool, const DcpSharding& dcp);
 

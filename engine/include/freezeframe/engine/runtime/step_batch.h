@@ -55,7 +55,7 @@ struct StepShape {
                                       bool check_block_ids = true);
 /// The same under decode context parallelism: the block tables are the scheduler's virtual
 /// blocks (`dcp.virtual_block_size()` positions each, DcpSharding), and the slots are each
-/// rank's own, so a step may not give a slot mapping when dcp.world > 1.
+/// rank's own, so a step may not give a slot mapping when dcp.world_size > 1.
 [[nodiscard]] StepShape validate_step(const StepBatch& batch, const DeploymentLimits& limits,
                                       const DcpSharding& dcp, bool check_block_ids = true);
 
@@ -78,7 +78,7 @@ class StepMetadata {
   /// shard, new tokens included: the attention's partial output and LSE are merged across
   /// ranks), the virtual block tables as given (each rank keeps the same ids in its own pool,
   /// where its positions of a virtual block fill the block of that id in order), a new token's
-  /// slot on this rank or −1 where another rank holds it, and (dcp.world > 1) each request's
+  /// slot on this rank or −1 where another rank holds it, and (dcp.world_size > 1) each request's
   /// context length in the whole sequence, by which a prefill row's causal mask finds the
   /// shard's keys before it (CommonAttentionMetadata::dcp_context_lens).
   void assign(const StepBatch& batch, const StepShape& shape, const DcpSharding& dcp, int dcp_rank,

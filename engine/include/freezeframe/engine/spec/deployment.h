@@ -14,13 +14,14 @@ struct EngineSpec;
 
 /// Which rank of the deployment this engine is. Tensor parallelism splits heads and weights
 /// over tp_size ranks; decode context parallelism shards each sequence's KV cache by token
-/// over dcp_size of them (dcp_size divides tp_size), interleave tokens at a time.
+/// over dcp_world_size of them (dcp_world_size divides tp_size), dcp_interleave_size tokens at a
+/// time.
 struct RankView {
   int tp_rank = 0;
   int tp_size = 1;
   int dcp_rank = 0;
-  int dcp_size = 1;
-  int dcp_interleave = 1;
+  int dcp_world_size = 1;
+  int dcp_interleave_size = 1;
 
   bool operator==(const RankView&) const = default;
 };
@@ -31,19 +32,22 @@ struct RankView {
 /// block_size · W positions; every rank keeps the same block ids in its own pool, and in a
 /// virtual block a rank's positions fill its physical block of that id in order.
 struct DcpSharding {
-  int world = 1;       ///< W: ranks sharing each sequence
-  int interleave = 1;  ///< I: consecutive positions per rank; divides block_size
+  int world_size = 1;       ///< W: ranks sharing each sequence
+  int interleave_size = 1;  ///< I: consecutive positions per rank; divides block_size
   int block_size = 16;
 
-  [[nodiscard]] std::int64_t virtual_block_size() const { return std::int64_t(block_size) * world; }
+  [[nodiscard]] std::int64_t virtual_block_size() const {
+    return std::int64_t(block_size) * world_size;
+  }
   /// The rank holding position `position`.
   [[nodiscard]] int owner(std::int64_t position) const {
-    return static_cast<int>((position / interleave) % world);
+    return static_cast<int>((position / interleave_size) % world_size);
   }
   /// The offset in its rank's physical block of virtual-block offset `v`:
   /// (v div (W·I))·I + v mod I.
   [[nodiscard]] std::int64_t local_offset(std::int64_t v) const {
-    return (v / (std::int64_t(world) * interleave)) * interleave + v % interleave;
+    return (v / (std::int64_t(world_size) * interleave_size)) * interleave_size +
+           v % interleave_size;
   }
   /// Cache slot on `rank` of position `position` of a request whose virtual block table is
   /// `blocks`; −1 when another rank holds it.
@@ -103,20 +107,13 @@ struct DeploymentGeometry {
   /// The limits metadata builders and attention workspaces are sized for.
   [[nodiscard]] BatchLimits batch_limits() const;
 
-  /// Tokens of a sequence of `length` that this rank holds (see dcp_rank_tokens).
-  [[nodiscard]] std::int64_t rank_tokens(std::int64_t length) const;
   /// This deployment's DCP layout.
   [[nodiscard]] DcpSharding dcp_sharding() const {
-    return {rank.dcp_size, rank.dcp_interleave, limits.block_size};
+    return {rank.dcp_world_size, rank.dcp_interleave_size, limits.block_size};
   }
 
   bool operator==(const DeploymentGeometry&) const = default;
 };
-
-/// Tokens of a sequence of `length` that DCP rank `rank` holds (docs/DESIGN.md, "Decode context
-/// parallelism"): base + clamp(rem − rank·I, 0, I), base = (L div (I·W))·I, rem = L − base·W.
-[[nodiscard]] std::int64_t dcp_rank_tokens(std::int64_t length, int world_size, int interleave_size,
-                                           int rank);
 
 /// The largest block count a pool may have (block ids are int32).
 inline constexpr std::int64_t kMaxKvBlocks = 0x7fffffff;
