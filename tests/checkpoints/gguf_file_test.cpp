@@ -18,6 +18,7 @@
 
 #include "freezeframe/base/error.h"
 #include "freezeframe/checkpoints/gguf_file.h"
+#include "support/fifo.h"
 #include "support/scratch_files.h"
 
 namespace freezeframe {
@@ -152,6 +153,13 @@ std::string smollm2_path() {
   return (fs::path(FREEZEFRAME_SOURCE_DIR) / ".cache" / "models" /
           "SmolLM2-135M-Instruct.Q4_1.gguf")
       .string();
+}
+
+TEST(GgufFile, AFifoIsRefusedBeforeItIsOpened) {
+  const std::string fifo = testing::scratch_fifo("fifo.gguf");
+  const std::string m = testing::refusal_of_fifo(fifo, [&] { (void)GgufFile::open(fifo); });
+  EXPECT_NE(m.find("GGUF file '" + fifo + "' is a FIFO, not a regular file"), std::string::npos)
+      << m;
 }
 
 TEST(GgufFile, ReadsSmolLM2AsTheGgufPackageDoes) {

@@ -129,7 +129,12 @@ check(RC 0 ARGS tokenize ${tokenizers}/tiny.gguf --text "Hi" --chat --special
       OUT "chat format: chatml" "<|im_start|>" "special")
 check(RC 1 ARGS tokenize ${tokenizers}/tiny_digits/tokenizer.json --text hi --chat
       ERR "no chat template" NOT_ERR ".cpp")
-check(RC 1 ARGS tokenize ${WORK_DIR}/missing.json --text hi ERR "cannot open tokenizer file"
+check(RC 1 ARGS tokenize ${WORK_DIR}/missing.json --text hi ERR "cannot read tokenizer file"
+      NOT_ERR ".cpp")
+# A FIFO is refused before it is opened (opening it would wait for a writer).
+file(REMOVE ${WORK_DIR}/fifo.json)
+execute_process(COMMAND mkfifo ${WORK_DIR}/fifo.json)
+check(RC 1 ARGS tokenize ${WORK_DIR}/fifo.json --text hi ERR "is a FIFO, not a regular file"
       NOT_ERR ".cpp")
 check(RC 1 ARGS tokenize ${tokenizers}/broken/merge_unknown.gguf --text hi
       ERR "tokenizer.ggml.merges[1]" NOT_ERR ".cpp")
