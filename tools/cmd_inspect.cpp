@@ -61,10 +61,10 @@ ModelProgram program_of(const std::string& path) {
     quoted += c == '\'' ? std::string("''") : std::string(1, c);
   }
   quoted += "'";
-  const EngineSpec spec = parse_spec("model:\n  checkpoint: " + quoted +
-                                         "\n  builtin_weights: false\n"
-                                         "  attention:\n    backend: reference\n",
-                                     path);
+  const EngineSpec spec = parse_written_spec("model:\n  checkpoint: " + quoted +
+                                                 "\n  builtin_weights: false\n"
+                                                 "  attention:\n    backend: reference\n",
+                                             path);
   return build_model_program(spec);
 }
 

@@ -247,8 +247,8 @@ TEST(CheckpointConfig, ReadsGgufMetadata) {
   EXPECT_EQ(llama.rope_freq_factors, std::vector<float>(16, 1.0f))
       << "one per pair of a head of 32";
   EXPECT_FALSE(llama.qkv_bias);
-  EXPECT_EQ(llama.origins.at("vocab_size"), llama.path + ": tokenizer.ggml.tokens");
-  EXPECT_EQ(llama.origins.at("num_layers"), llama.path + ": llama.block_count");
+  EXPECT_EQ(llama.origins.at("vocab_size"), llama.path + ": metadata 'tokenizer.ggml.tokens'");
+  EXPECT_EQ(llama.origins.at("num_layers"), llama.path + ": metadata 'llama.block_count'");
 
   const CheckpointConfig qwen = read_checkpoint_config((kFixtures / "tiny-qwen2.gguf").string());
   EXPECT_EQ(qwen.family, ModelFamily::kQwen2);
@@ -293,7 +293,7 @@ TEST(CheckpointConfig, RefusesBadGgufRopeFactorsNamingTheTensor) {
                     &value, sizeof value);
       });
   const std::string z = refusal(zero);
-  EXPECT_NE(z.find(zero + ": rope_freqs.weight: factor 3 is 0"), std::string::npos) << z;
+  EXPECT_NE(z.find(zero + ": tensor 'rope_freqs.weight': factor 3 is 0"), std::string::npos) << z;
   EXPECT_NE(z.find("must be finite and > 0"), std::string::npos) << z;
 
   // Its one dimension, stored after the name and the dimension count, halved.
@@ -306,9 +306,10 @@ TEST(CheckpointConfig, RefusesBadGgufRopeFactorsNamingTheTensor) {
         std::memcpy(&*at + name.size() + sizeof(std::uint32_t), &pairs, sizeof pairs);
       });
   const std::string h = refusal(half);
-  EXPECT_NE(h.find(half + ": rope_freqs.weight: has shape [8], not [16]: one factor per rotary "
-                          "pair of a head of 32"),
-            std::string::npos)
+  EXPECT_NE(
+      h.find(half + ": tensor 'rope_freqs.weight': has shape [8], not [16]: one factor per rotary "
+                    "pair of a head of 32"),
+      std::string::npos)
       << h;
 }
 
@@ -368,9 +369,9 @@ TEST(CheckpointConfig, ReadsTheEndOfSequenceTokens) {
   EXPECT_EQ(read_checkpoint_config(same).eos_token_ids, Ids{2});
   const std::string past =
       small_llama_gguf().u32("tokenizer.ggml.eos_token_id", 1000).write("eos_past.gguf");
-  EXPECT_NE(
-      refusal(past).find(past + ": tokenizer.ggml.eos_token_id: must be in [0, 999], got 1000"),
-      std::string::npos);
+  EXPECT_NE(refusal(past).find(
+                past + ": metadata 'tokenizer.ggml.eos_token_id': must be in [0, 999], got 1000"),
+            std::string::npos);
 }
 
 // A folder's generation_config.json adds its stop tokens to config.json's (Llama 3.1 Instruct
@@ -436,7 +437,7 @@ TEST(CheckpointConfig, RefusesAnUnknownArchitectureByName) {
   const std::string gguf =
       MetadataOnlyGguf().str("general.architecture", "gpt2").write("gpt2.gguf");
   const std::string g = refusal(gguf);
-  EXPECT_NE(g.find(gguf + ": general.architecture: architecture 'gpt2' in " + gguf +
+  EXPECT_NE(g.find(gguf + ": metadata 'general.architecture': architecture 'gpt2' in " + gguf +
                    " is not supported; supported: llama, qwen2"),
             std::string::npos)
       << g;
@@ -459,10 +460,10 @@ TEST(CheckpointConfig, RefusesMissingFieldsNamingFileAndField) {
   for (const char* key :
        {"llama.block_count", "llama.attention.head_count", "llama.feed_forward_length",
         "llama.context_length", "llama.attention.layer_norm_rms_epsilon"}) {
-    EXPECT_NE(m.find(gguf + ": " + key + ": is required but missing"), std::string::npos)
+    EXPECT_NE(m.find(gguf + ": metadata '" + key + "': is required but missing"), std::string::npos)
         << key << " in " << m;
   }
-  EXPECT_NE(m.find(gguf + ": llama.vocab_size: is required but missing (and there is no "
+  EXPECT_NE(m.find(gguf + ": metadata 'llama.vocab_size': is required but missing (and there is no "
                           "tokenizer.ggml.tokens)"),
             std::string::npos)
       << m;
@@ -523,8 +524,9 @@ TEST(CheckpointConfig, RefusesWrongTypesNamingFileLineAndField) {
   MetadataOnlyGguf g = small_llama_gguf();
   g.str("llama.attention.head_count_kv", "three");
   const std::string gguf = g.write("wrong.gguf");
-  EXPECT_NE(refusal(gguf).find(gguf + ": llama.attention.head_count_kv: expected an integer, got "
-                                      "a string"),
+  EXPECT_NE(refusal(gguf).find(
+                gguf + ": metadata 'llama.attention.head_count_kv': expected an integer, got "
+                       "a string"),
             std::string::npos);
 }
 

@@ -20,6 +20,11 @@ class GgufBuilder {
     put(meta_, v);
     return *this;
   }
+  GgufBuilder& f32(const std::string& key, float v) {
+    this->key(key, 6);
+    put(meta_, v);
+    return *this;
+  }
   GgufBuilder& str(const std::string& key, const std::string& v) {
     this->key(key, 8);
     put_string(meta_, v);
