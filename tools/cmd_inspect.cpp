@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "freezeframe/base/dtype.h"
 #include "freezeframe/base/error.h"
+#include "freezeframe/base/printable.h"
 #include "freezeframe/checkpoints/checkpoint_config.h"
 #include "freezeframe/engine/model/checkpoint_weights.h"
 #include "freezeframe/engine/model/model_program.h"
@@ -109,11 +110,12 @@ int run_inspect(Args args) {
   if (path.empty()) throw UsageError("no checkpoint given");
 
   const CheckpointConfig config = read_checkpoint_config(path);
-  std::printf("checkpoint: %s (config %s)\n", config.path.c_str(), config.config_file.c_str());
+  std::printf("checkpoint: %s (config %s)\n", printable(config.path, 200).c_str(),
+              printable(config.config_file, 200).c_str());
   std::printf("model: %s, %s: %d layers, hidden %d, heads %d/%d of %d, MLP %d, vocabulary %d\n",
-              config.name.c_str(), config.architecture.c_str(), config.num_layers,
-              config.hidden_size, config.num_heads, config.num_kv_heads, config.head_size,
-              config.intermediate_size, config.vocab_size);
+              printable(config.name).c_str(), printable(config.architecture).c_str(),
+              config.num_layers, config.hidden_size, config.num_heads, config.num_kv_heads,
+              config.head_size, config.intermediate_size, config.vocab_size);
   std::printf("rope theta %g%s, rms_norm_eps %g, tied embeddings %s, QKV bias %s\n",
               config.rope_theta, config.rope_scaling ? " (Llama 3 scaling)" : "",
               config.rms_norm_eps, config.tie_word_embeddings ? "yes" : "no",

@@ -36,7 +36,7 @@ constexpr const char* kUsage =
 
 void write_json(const std::string& path, const EngineSpec& spec, const MemoryPlan& plan) {
   std::ofstream out(path);
-  FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", path, "'");
+  FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write ", quote(path, 200));
   const KvCacheSummary& kv = plan.kv_cache;
   std::string checkpoint = "null";  // or the path the model section came from, as a string
   if (spec.model.checkpoint) {
@@ -105,7 +105,7 @@ void write_json(const std::string& path, const EngineSpec& spec, const MemoryPla
 /// Right: the activation region, program step across, offset down, one rectangle per tensor.
 void write_svg(const std::string& path, const EngineSpec& spec, const MemoryPlan& plan) {
   std::ofstream out(path);
-  FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--svg: cannot write '", path, "'");
+  FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--svg: cannot write ", quote(path, 200));
   constexpr double kTop = 40, kHeight = 720, kBarX = 20, kBarW = 360, kMapX = 460, kMapW = 720;
   static constexpr const char* kColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                                             "#edc948", "#b07aa1", "#ff9da7", "#9c755f"};
@@ -155,7 +155,7 @@ void write_svg(const std::string& path, const EngineSpec& spec, const MemoryPlan
 
 void print_plan(const EngineSpec& spec, const MemoryPlan& plan, const std::string& device_note) {
   const ModelSpec& m = spec.model;
-  std::printf("spec: %s (%s)\n", spec.source.c_str(), m.name.c_str());
+  std::printf("spec: %s (%s)\n", printable(spec.source, 200).c_str(), printable(m.name).c_str());
   std::printf(
       "model: %d layers, hidden %d, heads %d/%d (query/kv), head %d, intermediate %d, "
       "vocab %d, %.*s%s\n",

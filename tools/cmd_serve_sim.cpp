@@ -164,8 +164,9 @@ int run_serve_sim(Args args) {
   } else {
     std::printf("serve-sim on %s (every step run and waited for)\n", device.note.c_str());
   }
-  std::printf("spec %s, trace %s: %zu requests, time scale %g\n", spec.source.c_str(),
-              trace_path.c_str(), trace.size(), trace_options.time_scale);
+  std::printf("spec %s, trace %s: %zu requests, time scale %g\n",
+              printable(spec.source, 200).c_str(), printable(trace_path, 200).c_str(), trace.size(),
+              trace_options.time_scale);
   std::int64_t prompt_tokens = 0, reusable = 0;
   for (const TraceRequest& t : trace) {
     prompt_tokens += t.prompt_tokens;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "freezeframe/base/error.h"
+#include "freezeframe/base/printable.h"
 #include "reference/reference_backends.h"
 
 namespace freezeframe {
@@ -22,8 +23,8 @@ BackendRegistry& BackendRegistry::global() {
 
 void BackendRegistry::add(std::unique_ptr<AttentionBackend> backend) {
   FF_CHECK(backend != nullptr, ErrorCode::kInvalidArgument, "cannot register a null backend");
-  FF_CHECK(!contains(backend->name()), ErrorCode::kInvalidArgument, "a backend named '",
-           backend->name(), "' is already registered");
+  FF_CHECK(!contains(backend->name()), ErrorCode::kInvalidArgument, "a backend named ",
+           quote(backend->name()), " is already registered");
   backends_.push_back(std::move(backend));
 }
 
@@ -38,7 +39,8 @@ const AttentionBackend& BackendRegistry::get(std::string_view name) const {
   }
   std::string known;
   for (const std::string& n : names()) known += (known.empty() ? "" : ", ") + n;
-  FF_THROW(ErrorCode::kNotFound, "unknown attention backend '", name, "'; known backends: ", known);
+  FF_THROW(ErrorCode::kNotFound, "unknown attention backend ", quote(name),
+           "; known backends: ", known);
 }
 
 std::vector<std::string> BackendRegistry::names() const {

@@ -16,11 +16,13 @@ set(trace ${WORK_DIR}/two_requests.csv)
 file(WRITE ${trace} "TIMESTAMP,ContextTokens,GeneratedTokens\n"
                     "2023-11-16 18:17:03.0000000,40,4\n2023-11-16 18:17:03.5000000,20,3\n")
 
-# check(RC <code> ARGS <args...> [OUT <text>...] [ERR <text>...] [NOT_ERR <text>...])
-# Runs the tool; the exit code must be <code>, stdout hold every OUT text, stderr every ERR
-# text and none of NOT_ERR (plain substrings). No stderr may say "internal error".
+# check(RC <code> ARGS <args...> [OUT <text>...] [ERR <text>...] [NOT_OUT <text>...]
+#       [NOT_ERR <text>...])
+# Runs the tool; the exit code must be <code>, stdout hold every OUT text and none of NOT_OUT,
+# stderr every ERR text and none of NOT_ERR (plain substrings). No stderr may say "internal
+# error".
 function(check)
-  cmake_parse_arguments(ARG "" "RC" "ARGS;OUT;ERR;NOT_ERR" ${ARGN})
+  cmake_parse_arguments(ARG "" "RC" "ARGS;OUT;ERR;NOT_OUT;NOT_ERR" ${ARGN})
   execute_process(COMMAND ${FREEZEFRAME} ${ARG_ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out
                   ERROR_VARIABLE err)
   string(REPLACE ";" " " shown "freezeframe ${ARG_ARGS}")
@@ -38,6 +40,12 @@ function(check)
     string(FIND "${err}" "${text}" at)
     if(at EQUAL -1)
       string(APPEND problems "stderr lacks '${text}'; ")
+    endif()
+  endforeach()
+  foreach(text ${ARG_NOT_OUT})
+    string(FIND "${out}" "${text}" at)
+    if(NOT at EQUAL -1)
+      string(APPEND problems "stdout has '${text}'; ")
     endif()
   endforeach()
   foreach(text ${ARG_NOT_ERR} "internal error")
@@ -101,6 +109,24 @@ check(RC 1 ARGS plan missing.yaml
       ERR "freezeframe plan: not found: cannot read spec file 'missing.yaml'" NOT_ERR ".cpp")
 check(RC 1 ARGS --verbose plan missing.yaml ERR "cannot read spec file 'missing.yaml'" ".cpp:")
 check(RC 0 ARGS plan ${tiny} --device-memory 2GiB OUT "kv cache:")
+
+# Text from a spec or a flag is printed escaped and shortened: no ESC or BEL reaches the
+# terminal, and a long model name is not printed whole.
+string(ASCII 27 esc)
+string(ASCII 7 bel)
+file(READ ${tiny} tiny_text)
+# (No '[' in the texts: CMake's lists do not split inside square brackets.)
+string(REPLACE "name: tiny-llama" "name: \"red\\e(31m bell\\a\"" coloured_text "${tiny_text}")
+file(WRITE ${WORK_DIR}/coloured.yaml "${coloured_text}")
+check(RC 0 ARGS plan ${WORK_DIR}/coloured.yaml --device-memory 2GiB
+      OUT "(red\\x1B(31m bell\\x07)" NOT_OUT "${esc}" "${bel}")
+string(REPEAT "n" 5000 long_name)
+string(REPLACE "name: tiny-llama" "name: ${long_name}" long_text "${tiny_text}")
+file(WRITE ${WORK_DIR}/long_name.yaml "${long_text}")
+check(RC 0 ARGS plan ${WORK_DIR}/long_name.yaml --device-memory 2GiB OUT "nnn…)"
+      NOT_OUT "${long_name}")
+check(RC 1 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --backend "ref${esc}(31m"
+      ERR "unknown attention backend 'ref\\x1B(31m'" NOT_ERR "${esc}")
 
 # serve-sim: the trace is given with --trace; without a GPU it points at --schedule-only.
 check(RC 2 ARGS serve-sim ${tiny} ERR "--trace FILE is required")
