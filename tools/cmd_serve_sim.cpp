@@ -224,6 +224,9 @@ int run_serve_sim(Args args) {
       "time per output token %.2f / %.2f%s\n",
       r.queue_ms.p50, r.queue_ms.p99, r.ttft_ms.p50, r.ttft_ms.p99, r.tpot_ms.p50, r.tpot_ms.p99,
       schedule_only ? " (steps modelled)" : "");
+  // A run in which nothing finished measured nothing: an error, whatever the reason.
+  FF_CHECK(r.finished > 0, ErrorCode::kInvalidArgument, "no request of the ", r.requests,
+           " finished (", refused, " refused, see above)");
   // Every request finished or was refused (and counted above).
   return r.finished + refused == r.requests ? 0 : 1;
 }

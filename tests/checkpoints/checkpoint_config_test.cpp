@@ -550,6 +550,18 @@ TEST(CheckpointConfig, RefusesWhatIsNotAJsonObject) {
   }
 }
 
+TEST(CheckpointConfig, DeepNestingIsToldAsSuch) {
+  const std::string deep = "{\"a\":\n" + std::string(50000, '[') + std::string(50000, ']') + "}";
+  const std::string path = write_text("deep.json", deep);
+  const std::string m = refusal(path);
+  EXPECT_NE(m.find(path + ": nesting deeper than 64 levels at line 2"), std::string::npos) << m;
+  EXPECT_EQ(m.find("bad file"), std::string::npos) << m;
+  // Brackets inside strings are text, not nesting.
+  const std::string text =
+      write_text("brackets.json", "{\"architectures\": [\"" + std::string(100, '[') + "\"]}");
+  EXPECT_EQ(refusal(text).find("nesting"), std::string::npos);
+}
+
 TEST(CheckpointConfig, RefusesWhatCannotBeRead) {
   const std::string absent = (scratch_dir() / "absent").string();
   const std::string gone = refusal(absent, ErrorCode::kNotFound);

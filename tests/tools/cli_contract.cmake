@@ -133,6 +133,15 @@ check(RC 2 ARGS serve-sim ${tiny} ERR "--trace FILE is required")
 check(RC 2 ARGS serve-sim ${tiny} ${trace} ERR "--trace FILE is required")
 check(RC 0 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --device-memory 2GiB
       OUT "finished 2 of 2 requests")
+# A run in which no request finished is an error; an empty trace is told so.
+file(WRITE ${WORK_DIR}/too_long.csv "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                    "2023-11-16 18:17:03.0000000,2000000000,4\n")
+check(RC 1 ARGS serve-sim ${tiny} --trace ${WORK_DIR}/too_long.csv --schedule-only
+      --device-memory 2GiB OUT "finished 0 of 1 requests" ERR "no request of the 1 finished (1 refused"
+      NOT_ERR ".cpp")
+file(WRITE ${WORK_DIR}/empty.csv "")
+check(RC 1 ARGS serve-sim ${tiny} --trace ${WORK_DIR}/empty.csv --schedule-only
+      ERR "empty trace file" NOT_ERR "expected the header")
 # Sampling draws tokens on the GPU: not with a schedule alone.
 check(RC 2 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --sample
       ERR "--sample draws tokens on the GPU" "usage: freezeframe serve-sim")
