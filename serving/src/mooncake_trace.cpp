@@ -79,8 +79,9 @@ class LineScanner {
 
 std::vector<TraceRequest> parse_mooncake_trace(std::string_view jsonl, std::string_view source,
                                                const TraceOptions& options) {
-  FF_CHECK(std::isfinite(options.time_scale) && options.time_scale > 0, ErrorCode::kInvalidArgument,
-           "the trace time scale must be positive, got ", options.time_scale);
+  FF_CHECK(options.time_scale > 0 && options.time_scale <= kMaxTimeScale,
+           ErrorCode::kInvalidArgument, "the trace time scale must be above 0 and at most ",
+           kMaxTimeScale, ", got ", options.time_scale);
   constexpr std::int64_t kMaxCount = std::numeric_limits<std::int32_t>::max();
   std::vector<TraceRequest> out;
   // A block reusable at position k means its id was seen at position k before; ids are prefix

@@ -295,6 +295,28 @@ std::string trace_file(const std::string& name, const std::string& text) {
   return path.string();
 }
 
+TEST(Trace, TheTimeScaleIsBounded) {
+  for (const double scale : {1e300, 1001.0, 0.0, -1.0}) {
+    for (const bool mooncake : {false, true}) {
+      try {
+        if (mooncake) {
+          (void)parse_mooncake_trace(
+              "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n", "t.jsonl",
+              {.time_scale = scale});
+        } else {
+          (void)parse_azure_trace(kSmall, "t.csv", {.time_scale = scale});
+        }
+        ADD_FAILURE() << "time scale " << scale << " was accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(e.message().find("the trace time scale must be above 0 and at most 1000"),
+                  std::string::npos)
+            << e.message();
+      }
+    }
+  }
+  EXPECT_EQ(parse_azure_trace(kSmall, "t.csv", {.time_scale = 1000}).size(), 3u);
+}
+
 TEST(Trace, AnEmptyFileIsToldSo) {
   for (const std::string text : {"", "\n \r\n", "\xEF\xBB\xBF", "\xEF\xBB\xBF\n"}) {
     const std::string path = trace_file("empty.txt", text);

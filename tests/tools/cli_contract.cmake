@@ -133,6 +133,11 @@ check(RC 2 ARGS serve-sim ${tiny} ERR "--trace FILE is required")
 check(RC 2 ARGS serve-sim ${tiny} ${trace} ERR "--trace FILE is required")
 check(RC 0 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --device-memory 2GiB
       OUT "finished 2 of 2 requests")
+# Times past any sensible run are refused naming the flag (they made reports of inf and nan).
+check(RC 2 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --step-ms 1e300
+      ERR "--step-ms: '1e300' is not a number above 0 and at most 3600000 (an hour)")
+check(RC 2 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --time-scale 1e300
+      ERR "--time-scale: '1e300' is not a number above 0 and at most 1000")
 # A run in which no request finished is an error; an empty trace is told so.
 file(WRITE ${WORK_DIR}/too_long.csv "TIMESTAMP,ContextTokens,GeneratedTokens\n"
                                     "2023-11-16 18:17:03.0000000,2000000000,4\n")
