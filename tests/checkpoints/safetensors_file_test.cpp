@@ -139,6 +139,23 @@ TEST(Safetensors, AnIndexNamingAShardThatLacksTheTensorIsRefused) {
   fs::remove_all(dir);
 }
 
+TEST(Safetensors, ALongShardNameIsShortenedInTheRefusal) {
+  const fs::path dir = scratch_dir() / "long_shard";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string shard(5000, 's');
+  std::ofstream(dir / "model.safetensors.index.json")
+      << R"({"weight_map": {"lm_head.weight": ")" << shard << R"("}})";
+  try {
+    (void)SafetensorsCheckpoint::open(dir.string());
+    ADD_FAILURE() << "the index was accepted";
+  } catch (const Error& e) {
+    EXPECT_LT(e.message().size(), 500u) << e.message();
+    EXPECT_NE(e.message().find("bytes)"), std::string::npos) << "the full length: " << e.message();
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Safetensors, AFifoShardIsRefusedBeforeItIsOpened) {
   const fs::path dir = scratch_dir() / "fifo_shard";
   fs::remove_all(dir);
