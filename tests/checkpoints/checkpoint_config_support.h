@@ -18,7 +18,8 @@
 namespace freezeframe::config_testing {
 
 namespace fs = std::filesystem;
-inline const fs::path kFixtures = fs::path(FREEZEFRAME_SOURCE_DIR) / "tests" / "fixtures" / "checkpoints";
+inline const fs::path kFixtures =
+    fs::path(FREEZEFRAME_SOURCE_DIR) / "tests" / "fixtures" / "checkpoints";
 
 using testing::scratch;
 using testing::scratch_dir;
@@ -28,7 +29,8 @@ inline std::string write_text(const std::string& name, const std::string& text) 
 }
 
 /// The message read_checkpoint_config throws for `path` (empty when it reads).
-inline std::string refusal(const std::string& path, ErrorCode expected = ErrorCode::kInvalidArgument) {
+inline std::string refusal(const std::string& path,
+                           ErrorCode expected = ErrorCode::kInvalidArgument) {
   try {
     (void)read_checkpoint_config(path);
   } catch (const Error& e) {
