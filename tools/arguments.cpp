@@ -11,6 +11,7 @@
 
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/base/error.h"
+#include "freezeframe/base/printable.h"
 #include "freezeframe/core/device.h"
 #include "freezeframe/engine/spec/byte_size.h"
 
@@ -21,14 +22,14 @@ bool is_help(std::string_view arg) { return arg == "-h" || arg == "--help"; }
 void refuse(std::string_view arg, std::string_view why) {
   const bool option = !arg.empty() && arg[0] == '-';
   std::string message =
-      detail::concat(option ? "unknown option '" : "unexpected argument '", arg, "'");
+      detail::concat(option ? "unknown option " : "unexpected argument ", quote(arg));
   if (arg == "--verbose" && why.empty()) why = "it goes first: freezeframe --verbose <command> ...";
   if (!why.empty()) message += detail::concat(" (", why, ")");
   throw UsageError(message);
 }
 
 std::string_view take_value(std::span<const std::string_view> args, std::size_t& i) {
-  if (i + 1 >= args.size()) throw UsageError(detail::concat(args[i], " needs a value"));
+  if (i + 1 >= args.size()) throw UsageError(detail::concat(printable(args[i]), " needs a value"));
   return args[++i];
 }
 
@@ -43,7 +44,7 @@ double parse_number(std::string_view flag, std::string_view text, double lo, dou
   }
   const bool above = lo_open ? value > lo : value >= lo;
   if (used == 0 || used != text.size() || !std::isfinite(value) || !above || value > hi) {
-    throw UsageError(detail::concat(flag, ": '", text, "' is not a number ", range));
+    throw UsageError(detail::concat(flag, ": ", quote(text), " is not a number ", range));
   }
   return value;
 }
@@ -62,7 +63,7 @@ std::int64_t parse_whole(std::string_view flag, std::string_view text, std::int6
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size() || value < min || value > max) {
     throw UsageError(
-        detail::concat(flag, ": '", text, "' is not a whole number from ", min, " to ", max));
+        detail::concat(flag, ": ", quote(text), " is not a whole number from ", min, " to ", max));
   }
   return value;
 }
@@ -70,8 +71,8 @@ std::int64_t parse_whole(std::string_view flag, std::string_view text, std::int6
 std::int64_t parse_size_arg(std::string_view flag, std::string_view text) {
   const auto bytes = parse_byte_size(text);
   if (!bytes || *bytes <= 0) {
-    throw UsageError(detail::concat(flag, ": '", text,
-                                    "' is not a size; write e.g. 141GiB, "
+    throw UsageError(detail::concat(flag, ": ", quote(text),
+                                    " is not a size; write e.g. 141GiB, "
                                     "80GB, 512MiB or a number of bytes"));
   }
   return *bytes;
@@ -96,8 +97,8 @@ std::string json_escape(std::string_view s) {
 
 void use_backend(EngineSpec& spec, std::string_view backend) {
   const AttentionBackend& b = find_backend(backend);
-  FF_CHECK(b.is_mla() == spec.model.is_mla(), ErrorCode::kInvalidArgument, "--backend ", backend,
-           ": ",
+  FF_CHECK(b.is_mla() == spec.model.is_mla(), ErrorCode::kInvalidArgument, "--backend ",
+           quote(backend), ": ",
            spec.model.is_mla() ? "an MLA model needs an MLA backend"
                                : "an MLA backend cannot run this model's attention");
   for (LayerSpec& layer : spec.model.layers) layer.backend = std::string(backend);

@@ -36,6 +36,7 @@
 #include "arguments.h"
 #include "commands.h"
 #include "freezeframe/base/error.h"
+#include "freezeframe/base/printable.h"
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/core/device.h"
 #include "freezeframe/engine/runtime/engine.h"
@@ -345,7 +346,7 @@ struct BenchFigures {
 
 void write_json(const std::string& path, const Engine& engine, const BenchFigures& f) {
   std::ofstream out(path);
-  FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", path, "'");
+  FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write ", quote(path, 200));
   const CaptureReport& report = engine.capture_report();
   out << "{\n  \"spec\": \"" << json_escape(engine.spec().source)
       << "\",\n  \"sample_tokens\": " << (engine.samples() ? "true" : "false")
@@ -414,9 +415,10 @@ void bench_engine(
   f.weight_bytes = weights != nullptr ? static_cast<double>(weights->bytes) : 0.0;
 
   std::fprintf(out, "spec %s (%s), backend %s, context %d, %d iterations; graph mode %.*s%s\n",
-               engine.spec().source.c_str(), engine.spec().model.name.c_str(),
-               engine.spec().model.layers.front().backend.c_str(), f.context, f.iterations,
-               int(to_string(engine.dispatcher().mode()).size()),
+               printable(engine.spec().source, 200).c_str(),
+               printable(engine.spec().model.name).c_str(),
+               printable(engine.spec().model.layers.front().backend).c_str(), f.context,
+               f.iterations, int(to_string(engine.dispatcher().mode()).size()),
                to_string(engine.dispatcher().mode()).data(),
                f.sample ? "; tokens sampled on the device" : "");
   std::fprintf(out,

@@ -15,6 +15,7 @@
 #include "arguments.h"
 #include "commands.h"
 #include "freezeframe/base/error.h"
+#include "freezeframe/base/printable.h"
 #include "freezeframe/core/device.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/spec/spec.h"
@@ -69,7 +70,8 @@ int run_capture(Args args) {
   const CaptureReport& report = engine.capture_report();
 
   std::printf("spec %s (%s): graph mode %.*s, %zu capture sizes, %d layers\n",
-              engine.spec().source.c_str(), engine.spec().model.name.c_str(),
+              printable(engine.spec().source, 200).c_str(),
+              printable(engine.spec().model.name).c_str(),
               int(to_string(engine.dispatcher().mode()).size()),
               to_string(engine.dispatcher().mode()).data(),
               engine.dispatcher().capture_sizes().size(), engine.spec().model.num_layers);
@@ -111,8 +113,8 @@ int run_capture(Args args) {
 
   if (!common.json_path.empty()) {
     std::ofstream out(common.json_path);
-    FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write '", common.json_path,
-             "'");
+    FF_CHECK(out.good(), ErrorCode::kInvalidArgument, "--json: cannot write ",
+             quote(common.json_path, 200));
     out << "{\n  \"spec\": \"" << json_escape(engine.spec().source) << "\",\n  \"mode\": \""
         << to_string(engine.dispatcher().mode()) << "\",\n  \"graphs\": " << engine.num_graphs()
         << ",\n  \"executables\": " << engine.num_executables() << ",\n  \"nodes\": " << nodes

@@ -86,7 +86,7 @@ std::optional<GenerateArgs> parse_args(Args args) {
     } else if (a == "--chat") {
       const std::string_view v = value();
       if (v != "on" && v != "off") {
-        throw UsageError(detail::concat("--chat: '", v, "' is not on or off"));
+        throw UsageError(detail::concat("--chat: ", quote(v), " is not on or off"));
       }
       g.chat = v == "on";
     } else if (a == "--device-memory") {
@@ -155,7 +155,8 @@ int run_generate(Args args) {
   EngineOptions options;
   options.device_memory = device_memory(g.device_bytes).bytes;
   options.sample_tokens = true;
-  std::fprintf(stderr, "loading %s (%s, %s): ", config.name.c_str(), config.architecture.c_str(),
+  std::fprintf(stderr, "loading %s (%s, %s): ", printable(config.name).c_str(),
+               printable(config.architecture).c_str(),
                config.format == CheckpointFormat::kGguf ? "GGUF" : "safetensors");
   const auto load_start = Clock::now();
   Engine engine(spec_for_checkpoint(g.checkpoint, spec_options), options);

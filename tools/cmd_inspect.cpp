@@ -62,10 +62,10 @@ ModelProgram program_of(const std::string& path) {
     quoted += c == '\'' ? std::string("''") : std::string(1, c);
   }
   quoted += "'";
-  const EngineSpec spec = parse_spec("model:\n  checkpoint: " + quoted +
-                                         "\n  builtin_weights: false\n"
-                                         "  attention:\n    backend: reference\n",
-                                     path);
+  const EngineSpec spec = parse_written_spec("model:\n  checkpoint: " + quoted +
+                                                 "\n  builtin_weights: false\n"
+                                                 "  attention:\n    backend: reference\n",
+                                             path);
   return build_model_program(spec);
 }
 
@@ -119,9 +119,9 @@ int run_inspect(Args args) {
                 printable(config.config_file, 200).c_str());
   }
   std::printf("model: %s, %s: %d layers, hidden %d, heads %d/%d of %d, MLP %d, vocabulary %d\n",
-              config.name.c_str(), config.architecture.c_str(), config.num_layers,
-              config.hidden_size, config.num_heads, config.num_kv_heads, config.head_size,
-              config.intermediate_size, config.vocab_size);
+              printable(config.name).c_str(), printable(config.architecture).c_str(),
+              config.num_layers, config.hidden_size, config.num_heads, config.num_kv_heads,
+              config.head_size, config.intermediate_size, config.vocab_size);
   std::printf("rope theta %g%s, rms_norm_eps %g, tied embeddings %s, QKV bias %s\n",
               config.rope_theta, config.rope_scaling ? " (Llama 3 scaling)" : "",
               config.rms_norm_eps, config.tie_word_embeddings ? "yes" : "no",

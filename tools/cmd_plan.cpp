@@ -45,7 +45,7 @@ void write_output(const std::string& path, std::string_view flag, Write&& write)
     return;
   }
   std::ofstream file(path);
-  FF_CHECK(file.good(), ErrorCode::kInvalidArgument, flag, ": cannot write ", quote(path));
+  FF_CHECK(file.good(), ErrorCode::kInvalidArgument, flag, ": cannot write ", quote(path, 200));
   write(file);
 }
 
@@ -166,7 +166,7 @@ void write_svg(std::ostream& out, const EngineSpec& spec, const MemoryPlan& plan
 
 void print_plan(const EngineSpec& spec, const MemoryPlan& plan, const std::string& device_note) {
   const ModelSpec& m = spec.model;
-  std::printf("spec: %s (%s)\n", spec.source.c_str(), m.name.c_str());
+  std::printf("spec: %s (%s)\n", printable(spec.source, 200).c_str(), printable(m.name).c_str());
   std::printf(
       "model: %d layers, hidden %d, heads %d/%d (query/kv), head %d, intermediate %d, "
       "vocab %d, %.*s%s\n",

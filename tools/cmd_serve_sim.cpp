@@ -42,10 +42,12 @@ constexpr const char* kUsage =
     "  --schedule-only    schedule and dispatch without executing steps (each lasts --step-ms,\n"
     "                     or as long as --cost-model says)\n"
     "  --backend NAME     run every layer's attention on this backend\n"
-    "  --time-scale X     multiply arrival times by X (default 1; 0.1 = ten times the rate)\n"
+    "  --time-scale X     multiply arrival times by X (default 1; 0.1 = ten times the rate;\n"
+    "                     at most 1000)\n"
     "  --max-requests N   replay the first N requests (default: all)\n"
     "  --device-memory    device memory for the plan (default: the GPU's free memory, or 141GiB)\n"
-    "  --step-ms MS       modelled step time with --schedule-only (default 20)\n"
+    "  --step-ms MS       modelled step time with --schedule-only (default 20; at most an\n"
+    "                     hour, 3600000)\n"
     "  --cost-model FILE  with --schedule-only, time each step by the cost model fitted to\n"
     "                     this `freezeframe bench --json` file (it needs decode rows,\n"
     "                     --batches, and prefill rows, --prefill): dense time by step\n"
@@ -77,7 +79,8 @@ int run_serve_sim(Args args) {
     } else if (a == "--schedule-only") {
       schedule_only = true;
     } else if (a == "--time-scale") {
-      trace_options.time_scale = parse_positive(a, value());
+      trace_options.time_scale =
+          parse_number(a, value(), 0, kMaxTimeScale, true, "above 0 and at most 1000");
     } else if (a == "--max-requests") {
       trace_options.max_requests = static_cast<std::size_t>(parse_count(a, value()));
     } else if (a == "--device-memory") {
@@ -85,7 +88,8 @@ int run_serve_sim(Args args) {
     } else if (a == "--backend") {
       backend = std::string(value());
     } else if (a == "--step-ms") {
-      serving.modelled_step_ms = parse_positive(a, value());
+      serving.modelled_step_ms =
+          parse_number(a, value(), 0, kMaxStepMs, true, "above 0 and at most 3600000 (an hour)");
       step_ms_given = true;
     } else if (a == "--cost-model") {
       cost_model_path = std::string(value());
@@ -165,8 +169,9 @@ int run_serve_sim(Args args) {
   } else {
     std::printf("serve-sim on %s (every step run and waited for)\n", device.note.c_str());
   }
-  std::printf("spec %s, trace %s: %zu requests, time scale %g\n", spec.source.c_str(),
-              trace_path.c_str(), trace.size(), trace_options.time_scale);
+  std::printf("spec %s, trace %s: %zu requests, time scale %g\n",
+              printable(spec.source, 200).c_str(), printable(trace_path, 200).c_str(), trace.size(),
+              trace_options.time_scale);
   std::int64_t prompt_tokens = 0, reusable = 0;
   for (const TraceRequest& t : trace) {
     prompt_tokens += t.prompt_tokens;
@@ -224,6 +229,9 @@ int run_serve_sim(Args args) {
       "time per output token %.2f / %.2f%s\n",
       r.queue_ms.p50, r.queue_ms.p99, r.ttft_ms.p50, r.ttft_ms.p99, r.tpot_ms.p50, r.tpot_ms.p99,
       schedule_only ? " (steps modelled)" : "");
+  // A run in which nothing finished measured nothing: an error, whatever the reason.
+  FF_CHECK(r.finished > 0, ErrorCode::kInvalidArgument, "no request of the ", r.requests,
+           " finished (", refused, " refused, see above)");
   // Every request finished or was refused (and counted above).
   return r.finished + refused == r.requests ? 0 : 1;
 }

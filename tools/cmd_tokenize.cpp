@@ -62,8 +62,8 @@ int run_tokenize(Args args) {
   if (!text) throw UsageError("--text TEXT is required");
 
   const Tokenizer tok = Tokenizer::open(model);
-  std::printf("tokenizer: %s (%d tokens, pre-tokenizer %s)\n", tok.source().c_str(),
-              tok.vocab_size(), tok.pre_tokenizer().c_str());
+  std::printf("tokenizer: %s (%d tokens, pre-tokenizer %s)\n", printable(tok.source(), 200).c_str(),
+              tok.vocab_size(), printable(tok.pre_tokenizer()).c_str());
   std::string input = *text;
   if (chat) {
     const ChatFormat format = tok.chat_format();

@@ -5,6 +5,7 @@
 
 #include "arguments.h"
 #include "freezeframe/base/error.h"
+#include "freezeframe/base/printable.h"
 
 namespace freezeframe::tools {
 namespace {
@@ -26,13 +27,15 @@ std::vector<PrefillShape> parse_prefill_shapes(std::string_view flag, std::strin
     const std::string_view item = text.substr(at, comma - at);
     const std::size_t x = item.find('x');
     if (item.empty() || x == std::string_view::npos) {
-      throw UsageError(detail::concat(flag, ": '", item,
-                                      "' is not BxN (B requests of N new tokens each, e.g. "
+      throw UsageError(detail::concat(flag, ": ", quote(item),
+                                      " is not BxN (B requests of N new tokens each, e.g. "
                                       "4x2048); the list is comma-separated"));
     }
     PrefillShape s;
-    s.b = static_cast<int>(parse_count(detail::concat(flag, " ", item, ": B"), item.substr(0, x)));
-    s.n = static_cast<int>(parse_count(detail::concat(flag, " ", item, ": N"), item.substr(x + 1)));
+    s.b = static_cast<int>(
+        parse_count(detail::concat(flag, " ", printable(item), ": B"), item.substr(0, x)));
+    s.n = static_cast<int>(
+        parse_count(detail::concat(flag, " ", printable(item), ": N"), item.substr(x + 1)));
     out.push_back(s);
     at = comma + 1;
   }

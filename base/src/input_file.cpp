@@ -24,19 +24,24 @@ std::string_view kind_of(std::filesystem::file_type type) {
 
 }  // namespace
 
-std::string read_input_file(const std::string& path, std::string_view what,
-                            std::int64_t max_bytes) {
+void require_regular_file(const std::string& path, std::string_view what) {
   namespace fs = std::filesystem;
-  const std::string name = quote(path, 200);
   std::error_code ec;
   // Follows links: a link to a regular file is fine. Opening a FIFO would block, so the type
   // is checked before the file is opened.
   const fs::file_status status = fs::status(path, ec);
-  FF_CHECK(!ec && fs::exists(status), ErrorCode::kNotFound, "cannot read ", what, " file ", name,
-           ec ? ": " + ec.message() : std::string(": no such file"));
-  FF_CHECK(fs::is_regular_file(status), ErrorCode::kInvalidArgument, what, " file ", name, " is ",
-           kind_of(status.type()), ", not a regular file");
-  const std::uintmax_t size = fs::file_size(path, ec);
+  FF_CHECK(!ec && fs::exists(status), ErrorCode::kNotFound, "cannot read ", what, " file ",
+           quote(path, 200), ec ? ": " + ec.message() : std::string(": no such file"));
+  FF_CHECK(fs::is_regular_file(status), ErrorCode::kInvalidArgument, what, " file ",
+           quote(path, 200), " is ", kind_of(status.type()), ", not a regular file");
+}
+
+std::string read_input_file(const std::string& path, std::string_view what,
+                            std::int64_t max_bytes) {
+  const std::string name = quote(path, 200);
+  require_regular_file(path, what);
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
   FF_CHECK(ec || size <= static_cast<std::uintmax_t>(max_bytes), ErrorCode::kInvalidArgument, what,
            " file ", name, " is ", size, " bytes (", format_bytes(static_cast<std::int64_t>(size)),
            "), more than the ", format_bytes(max_bytes), " a ", what, " file may be");

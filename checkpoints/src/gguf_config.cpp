@@ -46,11 +46,16 @@ class GgufFields {
   GgufFields(const GgufFile& file, CheckpointConfig& config, std::vector<std::string>& problems)
       : file_(file), name_(printable(file.path(), 200)), config_(config), problems_(problems) {}
 
+  /// A problem of the metadata key `key`: "file: metadata 'key': message".
   void problem(std::string_view key, std::string_view message) {
-    problems_.push_back(problem_text(name_, key, message));
+    problems_.push_back(problem_text(name_, metadata(key), message));
+  }
+  /// A problem of the tensor `name`: "file: tensor 'name': message".
+  void tensor_problem(std::string_view name, std::string_view message) {
+    problems_.push_back(problem_text(name_, "tensor '" + printable(name) + "'", message));
   }
   void origin(std::string_view spec_field, std::string_view key) {
-    config_.origins[std::string(spec_field)] = name_ + ": " + std::string(key);
+    config_.origins[std::string(spec_field)] = name_ + ": " + metadata(key);
   }
 
   std::optional<std::int64_t> integer(const std::string& key, bool required, std::int64_t min = 1,
@@ -107,6 +112,8 @@ class GgufFields {
   }
 
  private:
+  static std::string metadata(std::string_view key) { return "metadata '" + printable(key) + "'"; }
+
   const GgufFile& file_;
   std::string name_;
   CheckpointConfig& config_;
@@ -125,22 +132,23 @@ void read_rope_freq_factors(const GgufFile& file, GgufFields& g, CheckpointConfi
     std::string shape;
     for (const std::int64_t d : tensor->shape())
       (shape += shape.empty() ? "" : ", ") += std::to_string(d);
-    g.problem(tensor->name, "has shape [" + shape + "], not [" + std::to_string(pairs) +
-                                "]: one factor per rotary pair of a head of " +
-                                std::to_string(c.head_size));
+    g.tensor_problem(tensor->name, "has shape [" + shape + "], not [" + std::to_string(pairs) +
+                                       "]: one factor per rotary pair of a head of " +
+                                       std::to_string(c.head_size));
     return;
   }
   std::vector<float> factors(static_cast<std::size_t>(pairs));
   try {
     file.read_f32(*tensor, factors);
   } catch (const Error& e) {
-    g.problem(tensor->name, e.message());
+    g.tensor_problem(tensor->name, e.message());
     return;
   }
   for (std::size_t i = 0; i < factors.size(); ++i) {
     if (!(std::isfinite(factors[i]) && factors[i] > 0.0f)) {
-      g.problem(tensor->name, "factor " + std::to_string(i) + " is " + std::to_string(factors[i]) +
-                                  "; a frequency factor must be finite and > 0");
+      g.tensor_problem(tensor->name, "factor " + std::to_string(i) + " is " +
+                                         std::to_string(factors[i]) +
+                                         "; a frequency factor must be finite and > 0");
       return;
     }
   }
@@ -270,9 +278,9 @@ void read_gguf_config(const std::string& path, CheckpointConfig& c,
     std::string shape;
     for (const std::int64_t d : embd->shape())
       (shape += shape.empty() ? "" : ", ") += std::to_string(d);
-    g.problem("token_embd.weight", "has shape [" + shape + "], not [vocab " +
-                                       std::to_string(c.vocab_size) + ", hidden " +
-                                       std::to_string(c.hidden_size) + "] as the metadata says");
+    g.tensor_problem("token_embd.weight",
+                     "has shape [" + shape + "], not [vocab " + std::to_string(c.vocab_size) +
+                         ", hidden " + std::to_string(c.hidden_size) + "] as the metadata says");
   }
 }
 

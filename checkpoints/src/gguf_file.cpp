@@ -1,6 +1,8 @@
 #include "freezeframe/checkpoints/gguf_file.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 #include "freezeframe/base/error.h"
@@ -89,7 +91,9 @@ class Reader {
   GgufValue value(std::uint32_t type, const std::string& key);
 
  private:
-  void scalar_into(std::uint32_t type, GgufValue& v, const std::string& key, bool in_array);
+  void scalar_into(std::uint32_t type, GgufValue& v, const std::string& what, bool in_array);
+  void array_into(GgufValue& v, const std::string& key);
+  void skip_array(std::uint32_t element, std::uint64_t n, const std::string& what);
 
   const std::string& path_;
   const std::byte* data_;
@@ -99,8 +103,14 @@ class Reader {
 
 constexpr std::uint32_t kString = 8, kArray = 9;
 
-void Reader::scalar_into(std::uint32_t type, GgufValue& v, const std::string& key, bool in_array) {
-  const std::string what = "metadata '" + printable(key) + "'";
+/// Bytes one element of value type `type` takes; 8 for a string (its length, the least it
+/// takes), 0 for an unknown type.
+std::uint64_t element_bytes(std::uint32_t type) {
+  constexpr std::uint64_t kBytes[] = {1, 1, 2, 2, 4, 4, 4, 1, 8, 0, 8, 8, 8};
+  return type < std::size(kBytes) ? kBytes[type] : 0;
+}
+
+void Reader::scalar_into(std::uint32_t type, GgufValue& v, const std::string& what, bool in_array) {
   auto put_int = [&](std::int64_t x) {
     if (in_array) {
       v.ints.push_back(x);
@@ -155,21 +165,70 @@ void Reader::scalar_into(std::uint32_t type, GgufValue& v, const std::string& ke
            in_array ? " inside an array" : "", "; GGUF knows 0 to 12");
 }
 
+/// Steps over `n` elements without keeping them: strings are walked (each length checked),
+/// fixed-size elements skipped at once.
+void Reader::skip_array(std::uint32_t element, std::uint64_t n, const std::string& what) {
+  if (element != kString) {
+    at_ += n * element_bytes(element);  // count() checked that the file holds them
+    return;
+  }
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const auto length = scalar<std::uint64_t>(what);
+    need(length, what);
+    at_ += length;
+  }
+}
+
+void Reader::array_into(GgufValue& v, const std::string& key) {
+  const std::string what = "metadata '" + printable(key) + "'";
+  const auto element = scalar<std::uint32_t>(what + " array type");
+  FF_CHECK(element != kArray, E::kInvalidArgument, path_, ": ", what,
+           " is an array of arrays, which no checkpoint this reads holds");
+  FF_CHECK(element_bytes(element) > 0, E::kInvalidArgument, path_, ": ", what, " has value type ",
+           element, " inside an array; GGUF knows 0 to 12");
+  v.gguf_type = element;
+  // Bounded before any element is read: a count the file can hold may still be far more than
+  // any reader uses.
+  const std::uint64_t n = count(what + " array length", element_bytes(element));
+  v.array_length = n;
+  if (key.starts_with(kGgufVocabularyPrefix)) {
+    FF_CHECK(n <= kMaxGgufVocabulary, E::kInvalidArgument, path_, ": ", what, " holds ", n,
+             " elements, more than the ", kMaxGgufVocabulary,
+             " a vocabulary may have (the largest are about 256k tokens)");
+  } else if (n > kMaxGgufArrayRead) {
+    skip_array(element, n, what);  // no reader uses it: its length is kept, not its elements
+    return;
+  }
+  for (std::uint64_t i = 0; i < n; ++i) scalar_into(element, v, what, true);
+}
+
 GgufValue Reader::value(std::uint32_t type, const std::string& key) {
   GgufValue v;
   v.gguf_type = type;
   if (type != kArray) {
-    scalar_into(type, v, key, false);
+    scalar_into(type, v, "metadata '" + printable(key) + "'", false);
     return v;
   }
   v.kind = GgufValue::Kind::kArray;
-  const auto element = scalar<std::uint32_t>("metadata '" + printable(key) + "' array type");
-  FF_CHECK(element != kArray, E::kInvalidArgument, path_, ": metadata '", printable(key),
-           "' is an array of arrays, which no checkpoint this reads holds");
-  v.gguf_type = element;
-  const std::uint64_t n = count("metadata '" + printable(key) + "' array length", 1);
-  for (std::uint64_t i = 0; i < n; ++i) scalar_into(element, v, key, true);
+  array_into(v, key);
   return v;
+}
+
+/// Refuses tensors that share bytes (they may leave gaps): a weight read through one would be
+/// another's. `tensors` have their offsets from the start of the file.
+void refuse_overlaps(const std::string& path, const std::vector<GgufTensor>& tensors) {
+  std::vector<const GgufTensor*> order;
+  order.reserve(tensors.size());
+  for (const GgufTensor& t : tensors) order.push_back(&t);
+  std::sort(order.begin(), order.end(),
+            [](const GgufTensor* a, const GgufTensor* b) { return a->offset < b->offset; });
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    const GgufTensor& a = *order[i - 1];
+    const GgufTensor& b = *order[i];
+    FF_CHECK(a.offset + a.bytes <= b.offset, E::kInvalidArgument, path, ": tensors '",
+             printable(a.name), "' (bytes ", a.offset, " to ", a.offset + a.bytes, ") and '",
+             printable(b.name), "' (bytes ", b.offset, " to ", b.offset + b.bytes, ") overlap");
+  }
 }
 
 }  // namespace
@@ -284,6 +343,7 @@ GgufFile GgufFile::open(const std::string& path) {
              "): the file is truncated");
     t.offset += data_start;
   }
+  refuse_overlaps(path, file.tensors_);
   return file;
 }
 

@@ -9,10 +9,13 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string_view>
 
 #include "checkpoint_config_reader.h"
 #include "freezeframe/base/error.h"
 #include "freezeframe/base/input_file.h"
+#include "freezeframe/base/json_value.h"
 #include "freezeframe/base/printable.h"
 
 namespace freezeframe::checkpoint_detail {
@@ -267,6 +270,34 @@ void read_eos(JsonFields& j, const YAML::Node& root, CheckpointConfig& c) {
   }
 }
 
+/// The line where `json` first nests deeper than kMaxJsonDepth arrays and objects, if it does.
+/// Checked before yaml-cpp parses it: its own guard stops at 500 levels with "bad file", and a
+/// config nests a few levels.
+std::optional<std::size_t> too_deep_at(std::string_view json) {
+  int depth = 0;
+  std::size_t line = 1;
+  bool in_string = false, escaped = false;
+  for (const char c : json) {
+    if (c == '\n') ++line;
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxJsonDepth) return line;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
 /// The JSON object `file` holds (a config.json or generation_config.json, `what` in messages),
 /// or nothing with a problem appended.
 std::optional<YAML::Node> read_json_object(const std::string& file, const char* what, JsonFields& j,
@@ -282,6 +313,11 @@ std::optional<YAML::Node> read_json_object(const std::string& file, const char* 
         std::string("a ") + what + " is a JSON object ({...}), got " +
             (first == std::string::npos ? std::string("an empty file")
                                         : quote(std::string_view(text).substr(first, 20)))));
+    return std::nullopt;
+  }
+  if (const auto line = too_deep_at(text)) {
+    problems.push_back(printable(file, 200) + ": nesting deeper than " +
+                       std::to_string(kMaxJsonDepth) + " levels at line " + std::to_string(*line));
     return std::nullopt;
   }
   YAML::Node root(YAML::NodeType::Undefined);

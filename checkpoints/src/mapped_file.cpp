@@ -10,17 +10,23 @@
 #include <utility>
 
 #include "freezeframe/base/error.h"
+#include "freezeframe/base/input_file.h"
+#include "freezeframe/base/printable.h"
 
 namespace freezeframe {
 
 MappedFile MappedFile::open(const std::string& path, std::string_view kind) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  FF_CHECK(fd >= 0, ErrorCode::kNotFound, "cannot open ", kind, " file '", path,
-           "': ", std::strerror(errno));
+  // Checked before the open: opening a FIFO would wait for a writer. O_NONBLOCK keeps a file
+  // that becomes one in between from blocking; fstat below refuses it then.
+  require_regular_file(path, kind);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  FF_CHECK(fd >= 0, ErrorCode::kNotFound, "cannot open ", kind, " file ", quote(path, 200), ": ",
+           std::strerror(errno));
   struct stat st {};
   const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   if (!regular) ::close(fd);
-  FF_CHECK(regular, ErrorCode::kInvalidArgument, path, ": not a regular file");
+  FF_CHECK(regular, ErrorCode::kInvalidArgument, kind, " file ", quote(path, 200),
+           " is not a regular file");
   MappedFile file;
   file.size_ = static_cast<std::uint64_t>(st.st_size);
   void* base = MAP_FAILED;

@@ -244,7 +244,8 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& path) {
     for (const SafetensorsTensor& t : c.files_[f].tensors()) {
       const auto [it, added] = c.where_.emplace(t.name, f);
       FF_CHECK(added, E::kInvalidArgument, p.string(), ": tensor '", printable(t.name),
-               "' is in both ", c.files_[it->second].path(), " and ", c.files_[f].path());
+               "' is in both ", printable(c.files_[it->second].path(), 200), " and ",
+               printable(c.files_[f].path(), 200));
     }
   }
   for (const auto& [tensor, shard] : wanted) {

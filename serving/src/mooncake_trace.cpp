@@ -79,8 +79,9 @@ class LineScanner {
 
 std::vector<TraceRequest> parse_mooncake_trace(std::string_view jsonl, std::string_view source,
                                                const TraceOptions& options) {
-  FF_CHECK(std::isfinite(options.time_scale) && options.time_scale > 0, ErrorCode::kInvalidArgument,
-           "the trace time scale must be positive, got ", options.time_scale);
+  FF_CHECK(options.time_scale > 0 && options.time_scale <= kMaxTimeScale,
+           ErrorCode::kInvalidArgument, "the trace time scale must be above 0 and at most ",
+           kMaxTimeScale, ", got ", options.time_scale);
   constexpr std::int64_t kMaxCount = std::numeric_limits<std::int32_t>::max();
   std::vector<TraceRequest> out;
   // A block reusable at position k means its id was seen at position k before; ids are prefix
@@ -89,6 +90,7 @@ std::vector<TraceRequest> parse_mooncake_trace(std::string_view jsonl, std::stri
   std::int64_t previous_ms = 0;
   std::size_t line_no = 0, at = 0;
   std::vector<std::int64_t> ids;
+  if (jsonl.starts_with("\xEF\xBB\xBF")) at = 3;  // a UTF-8 byte order mark
   while (at < jsonl.size()) {
     std::size_t end = jsonl.find('\n', at);
     if (end == std::string_view::npos) end = jsonl.size();
@@ -167,8 +169,13 @@ std::vector<TraceRequest> load_mooncake_trace(const std::string& path,
 
 std::vector<TraceRequest> load_trace(const std::string& path, const TraceOptions& options) {
   const std::string text = read_input_file(path, "trace", kMaxTraceBytes);
-  const std::size_t first = text.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && text[first] == '{') {
+  // A UTF-8 byte order mark is read past (both readers skip it), as is leading blank space.
+  const std::size_t bom = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;
+  const std::size_t first = text.find_first_not_of(" \t\r\n", bom);
+  FF_CHECK(first != std::string::npos, ErrorCode::kInvalidArgument, "empty trace file ",
+           quote(path, 200), text.size() > bom ? " (blank space only)" : "",
+           ": expected an Azure CSV header or Mooncake JSON lines");
+  if (text[first] == '{') {
     return parse_mooncake_trace(text, path, options);
   }
   return parse_azure_trace(text, path, options);

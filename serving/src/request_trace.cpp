@@ -91,10 +91,13 @@ std::string parse_timestamp(std::string_view s, double& seconds) {
 
 std::vector<TraceRequest> parse_azure_trace(std::string_view csv, std::string_view source,
                                             const TraceOptions& options) {
-  FF_CHECK(std::isfinite(options.time_scale) && options.time_scale > 0, ErrorCode::kInvalidArgument,
-           "the trace time scale must be positive, got ", options.time_scale);
+  FF_CHECK(options.time_scale > 0 && options.time_scale <= kMaxTimeScale,
+           ErrorCode::kInvalidArgument, "the trace time scale must be above 0 and at most ",
+           kMaxTimeScale, ", got ", options.time_scale);
   constexpr std::int64_t kMaxCount = std::numeric_limits<std::int32_t>::max();
   if (csv.substr(0, 3) == "\xEF\xBB\xBF") csv.remove_prefix(3);  // a UTF-8 byte order mark
+  FF_CHECK(csv.find_first_not_of(" \t\r\n") != std::string_view::npos, ErrorCode::kInvalidArgument,
+           "empty trace file ", quote(source, 200), ": expected the header '", kHeader, "'");
   std::vector<TraceRequest> out;
   double first = NAN, previous = -INFINITY;
   std::size_t line_no = 0, at = 0;

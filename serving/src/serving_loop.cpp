@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "freezeframe/base/error.h"
 #include "freezeframe/memory/block_pool.h"
 #include "freezeframe/serving/continuous_batcher.h"
 
@@ -42,6 +43,9 @@ double ServingReport::padding_waste() const {
 ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
                                const Dispatcher& dispatcher, const std::vector<TraceRequest>& trace,
                                Engine* engine, const ServingOptions& options) {
+  FF_CHECK(options.modelled_step_ms > 0 && options.modelled_step_ms <= kMaxStepMs,
+           ErrorCode::kInvalidArgument, "the modelled step time must be above 0 and at most ",
+           std::int64_t(kMaxStepMs), " ms (an hour), got ", options.modelled_step_ms);
   const DeploymentGeometry geometry = DeploymentGeometry::of(spec).with_num_blocks(num_blocks);
   BlockPool pool(geometry.limits.num_blocks);
   ContinuousBatcher batcher(geometry.limits, pool);

@@ -28,11 +28,10 @@ StepCostModel StepCostModel::fit(std::span<const StepSample> samples, std::strin
   double dd = 0, pp = 0, dp = 0, dy = 0, py = 0;
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const StepSample& s = samples[i];
-    FF_CHECK(std::isfinite(s.ms) && s.ms >= 0 && std::isfinite(s.attention_ms) &&
-                 s.attention_ms >= 0 && s.attention_ms <= s.ms,
+    FF_CHECK(s.ms >= 0 && s.ms <= kMaxStepMs && s.attention_ms >= 0 && s.attention_ms <= s.ms,
              ErrorCode::kInvalidArgument, source, ": sample ", i, ": a step of ", s.ms, " ms with ",
-             s.attention_ms, " ms of attention; times must be finite, at least 0 ",
-             "and the attention no more than the step");
+             s.attention_ms, " ms of attention; times must be from 0 to ", std::int64_t(kMaxStepMs),
+             " ms and the attention no more than the step");
     FF_CHECK(s.work.tokens > 0 && s.work.decode_context >= 0 && s.work.prefill_pairs >= 0,
              ErrorCode::kInvalidArgument, source, ": sample ", i, ": ", s.work.tokens, " tokens, ",
              s.work.decode_context, " decode context, ", s.work.prefill_pairs,

@@ -71,7 +71,7 @@ class BenchJson {
     return v;
   }
 
-  /// A time in ms: finite and not negative.
+  /// A time in ms: from 0 to kMaxStepMs.
   double time(const YAML::Node& node, const std::string& path) const {
     double v = 0;
     bool ok = node.IsScalar();
@@ -82,8 +82,10 @@ class BenchJson {
         ok = false;
       }
     }
-    if (!ok || !std::isfinite(v) || v < 0) {
-      fail(node, path, "must be a finite number of ms, at least 0, got " + shown(node));
+    if (!ok || !(v >= 0 && v <= kMaxStepMs)) {
+      fail(node, path,
+           "must be a number of ms from 0 to " + std::to_string(std::int64_t(kMaxStepMs)) +
+               " (an hour), got " + shown(node));
     }
     return v;
   }

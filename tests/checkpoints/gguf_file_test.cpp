@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,8 @@
 
 #include "freezeframe/base/error.h"
 #include "freezeframe/checkpoints/gguf_file.h"
+#include "support/fifo.h"
+#include "support/gguf_builder.h"
 #include "support/scratch_files.h"
 
 namespace freezeframe {
@@ -152,6 +155,92 @@ std::string smollm2_path() {
   return (fs::path(FREEZEFRAME_SOURCE_DIR) / ".cache" / "models" /
           "SmolLM2-135M-Instruct.Q4_1.gguf")
       .string();
+}
+
+TEST(GgufFile, AFifoIsRefusedBeforeItIsOpened) {
+  const std::string fifo = testing::scratch_fifo("fifo.gguf");
+  const std::string m = testing::refusal_of_fifo(fifo, [&] { (void)GgufFile::open(fifo); });
+  EXPECT_NE(m.find("GGUF file '" + fifo + "' is a FIFO, not a regular file"), std::string::npos)
+      << m;
+}
+
+/// The message GgufFile::open throws for `path` ("opened" when it opens), and how long it took.
+std::pair<std::string, double> refusal_and_seconds(const std::string& path) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string message = "opened";
+  try {
+    (void)GgufFile::open(path);
+  } catch (const Error& e) {
+    message = e.message();
+  }
+  return {message, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+}
+
+TEST(GgufFile, TokenizerArraysAreBoundedBeforeTheyAreRead) {
+  // One string more than any vocabulary: refused before a string is read.
+  testing::GgufBuilder tokens;
+  tokens.zeros("tokenizer.ggml.tokens", 8, 8, kMaxGgufVocabulary + 1);
+  const std::string path = tokens.write("many_tokens.gguf");
+  const auto [m, seconds] = refusal_and_seconds(path);
+  EXPECT_NE(m.find(path + ": metadata 'tokenizer.ggml.tokens' holds 1048577 elements, more than "
+                          "the 1048576 a vocabulary may have"),
+            std::string::npos)
+      << m;
+  EXPECT_LT(seconds, 2.0);
+  // A u8 array as well, and a declared length the file cannot hold.
+  testing::GgufBuilder types;
+  types.zeros("tokenizer.ggml.token_type", 0, 1, std::uint64_t(16) << 20);
+  const auto [types_message, types_seconds] = refusal_and_seconds(types.write("types.gguf"));
+  EXPECT_NE(types_message.find("'tokenizer.ggml.token_type' holds 16777216 elements"),
+            std::string::npos)
+      << types_message;
+  EXPECT_LT(types_seconds, 2.0);
+  testing::GgufBuilder claimed;
+  claimed.zeros("tokenizer.ggml.tokens", 8, 8, (std::uint64_t(1) << 24) + 1, 4);
+  const auto [claimed_message, claimed_seconds] =
+      refusal_and_seconds(claimed.write("claimed.gguf"));
+  EXPECT_NE(claimed_message.find("'tokenizer.ggml.tokens' array length is 16777217, more than"),
+            std::string::npos)
+      << claimed_message;
+  EXPECT_LT(claimed_seconds, 2.0);
+}
+
+TEST(GgufFile, LongArraysNoReaderUsesAreSteppedOver) {
+  const std::uint64_t bytes = std::uint64_t(32) << 20;
+  testing::GgufBuilder g;
+  g.zeros("general.blob", 0, 1, bytes)
+      .zeros("general.names", 8, 8, kMaxGgufArrayRead + 1)
+      .strings("general.tags", {"a", "b"})
+      .u32("general.after", 7);
+  const std::string path = g.write("blob.gguf");
+  const auto start = std::chrono::steady_clock::now();
+  const GgufFile f = GgufFile::open(path);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
+  const GgufValue* blob = f.find("general.blob");
+  ASSERT_NE(blob, nullptr);
+  EXPECT_EQ(blob->kind, GgufValue::Kind::kArray);
+  EXPECT_EQ(blob->array_length, bytes);
+  EXPECT_TRUE(blob->ints.empty()) << "its elements are not kept";
+  EXPECT_EQ(f.find("general.names")->array_length, kMaxGgufArrayRead + 1);
+  EXPECT_TRUE(f.find("general.names")->strings.empty());
+  EXPECT_EQ(f.find("general.tags")->strings, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(f.get_int("general.after"), 7) << "what follows is read where it is";
+  fs::remove(path);
+}
+
+TEST(GgufFile, OverlappingTensorsAreRefusedNamingBoth) {
+  testing::GgufBuilder g;
+  g.f32_tensor("first", {16}, 0).f32_tensor("second", {16}, 32);  // bytes 0..64 and 32..96
+  const std::string path = g.write("overlap.gguf");
+  const auto [m, seconds] = refusal_and_seconds(path);
+  EXPECT_NE(m.find(path + ": tensors 'first' (bytes "), std::string::npos) << m;
+  EXPECT_NE(m.find(") and 'second' (bytes "), std::string::npos) << m;
+  EXPECT_NE(m.find(") overlap"), std::string::npos) << m;
+  EXPECT_LT(seconds, 2.0);
+  // Side by side, and with a gap, they are fine.
+  testing::GgufBuilder apart;
+  apart.f32_tensor("first", {8}, 0).f32_tensor("second", {8}, 64).f32_tensor("third", {8}, 32);
+  EXPECT_EQ(GgufFile::open(apart.write("apart.gguf")).tensors().size(), 3u);
 }
 
 TEST(GgufFile, ReadsSmolLM2AsTheGgufPackageDoes) {

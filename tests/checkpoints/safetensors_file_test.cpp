@@ -15,6 +15,7 @@
 
 #include "freezeframe/base/error.h"
 #include "freezeframe/checkpoints/safetensors_file.h"
+#include "support/fifo.h"
 #include "support/scratch_files.h"
 
 namespace freezeframe {
@@ -135,6 +136,43 @@ TEST(Safetensors, AnIndexNamingAShardThatLacksTheTensorIsRefused) {
   std::ofstream(dir / "model.safetensors.index.json")
       << R"({"weight_map": {"lm_head.weight": "../elsewhere.safetensors"}})";
   EXPECT_THROW((void)SafetensorsCheckpoint::open(dir.string()), Error) << "a shard outside";
+  fs::remove_all(dir);
+}
+
+TEST(Safetensors, ALongShardNameIsShortenedInTheRefusal) {
+  const fs::path dir = scratch_dir() / "long_shard";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string shard(5000, 's');
+  std::ofstream(dir / "model.safetensors.index.json")
+      << R"({"weight_map": {"lm_head.weight": ")" << shard << R"("}})";
+  try {
+    (void)SafetensorsCheckpoint::open(dir.string());
+    ADD_FAILURE() << "the index was accepted";
+  } catch (const Error& e) {
+    EXPECT_LT(e.message().size(), 500u) << e.message();
+    EXPECT_NE(e.message().find("bytes)"), std::string::npos) << "the full length: " << e.message();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Safetensors, AFifoShardIsRefusedBeforeItIsOpened) {
+  const fs::path dir = scratch_dir() / "fifo_shard";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "model.safetensors.index.json")
+      << R"({"weight_map": {"lm_head.weight": "shard.safetensors"}})";
+  const std::string fifo = (dir / "shard.safetensors").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string m =
+      testing::refusal_of_fifo(fifo, [&] { (void)SafetensorsCheckpoint::open(dir.string()); });
+  EXPECT_NE(m.find("safetensors file '" + fifo + "' is a FIFO, not a regular file"),
+            std::string::npos)
+      << m;
+  // The file alone, as well.
+  const std::string alone =
+      testing::refusal_of_fifo(fifo, [&] { (void)SafetensorsCheckpoint::open(fifo); });
+  EXPECT_NE(alone.find("is a FIFO"), std::string::npos) << alone;
   fs::remove_all(dir);
 }
 

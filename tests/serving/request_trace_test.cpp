@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "freezeframe/base/error.h"
 #include "freezeframe/serving/request_trace.h"
@@ -284,6 +285,66 @@ TEST(MooncakeTrace, MalformedRowsNameTheLineAndField) {
         << e.message();
   }
   EXPECT_THROW((void)parse_mooncake_trace("\n\n", "empty.jsonl"), Error);
+}
+
+/// Writes `text` to a trace file of its own and returns its path.
+std::string trace_file(const std::string& name, const std::string& text) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     ("ff_trace_" + std::to_string(::getpid()) + "_" + name);
+  std::ofstream(path, std::ios::binary) << text;
+  return path.string();
+}
+
+TEST(Trace, TheTimeScaleIsBounded) {
+  for (const double scale : {1e300, 1001.0, 0.0, -1.0}) {
+    for (const bool mooncake : {false, true}) {
+      try {
+        if (mooncake) {
+          (void)parse_mooncake_trace(
+              "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n", "t.jsonl",
+              {.time_scale = scale});
+        } else {
+          (void)parse_azure_trace(kSmall, "t.csv", {.time_scale = scale});
+        }
+        ADD_FAILURE() << "time scale " << scale << " was accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(e.message().find("the trace time scale must be above 0 and at most 1000"),
+                  std::string::npos)
+            << e.message();
+      }
+    }
+  }
+  EXPECT_EQ(parse_azure_trace(kSmall, "t.csv", {.time_scale = 1000}).size(), 3u);
+}
+
+TEST(Trace, AnEmptyFileIsToldSo) {
+  for (const std::string text : {"", "\n \r\n", "\xEF\xBB\xBF", "\xEF\xBB\xBF\n"}) {
+    const std::string path = trace_file("empty.txt", text);
+    try {
+      (void)load_trace(path);
+      ADD_FAILURE() << "an empty trace was read";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("empty trace file '" + path + "'"), std::string::npos)
+          << e.message();
+      EXPECT_EQ(e.message().find("expected the header"), std::string::npos) << e.message();
+    }
+    std::filesystem::remove(path);
+  }
+  try {
+    (void)parse_azure_trace("", "e.csv");
+    ADD_FAILURE() << "an empty CSV was read";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("empty trace file 'e.csv'"), std::string::npos) << e.message();
+  }
+}
+
+TEST(MooncakeTrace, AByteOrderMarkBeforeTheFirstRowIsSkipped) {
+  const std::string row =
+      "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": [3]}\n";
+  const std::string path = trace_file("bom.jsonl", "\xEF\xBB\xBF" + row + row);
+  EXPECT_EQ(load_trace(path).size(), 2u) << "read as Mooncake's, not as a CSV without its header";
+  EXPECT_EQ(parse_mooncake_trace("\xEF\xBB\xBF" + row, "bom.jsonl").size(), 1u);
+  std::filesystem::remove(path);
 }
 
 // The real conversation trace, where the traces sit beside the checkout: 12,031 requests; the

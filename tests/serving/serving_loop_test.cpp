@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <string>
 #include <vector>
 
+#include "freezeframe/base/error.h"
 #include "freezeframe/engine/runtime/graph_scope.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/graphs/dispatcher.h"
@@ -31,6 +34,23 @@ scheduler:
 // 40 ms). Request 1 arrives at 5 ms, while that step runs, with a 100-token prompt: it is
 // first scheduled at 10 ms (queued 5 ms), prefills 63 tokens beside the decode, then 37, so
 // its first token comes at 30 ms (25 ms after arrival) and its only other token at 40 ms.
+TEST(ServingLoop, RefusesAModelledStepTimeOutsideItsRange) {
+  const EngineSpec spec = parse_spec(kSpec);
+  const Dispatcher dispatcher(effective_graph_mode(spec), spec.cuda_graphs.capture_sizes,
+                              spec.scheduler.max_num_seqs);
+  const std::vector<TraceRequest> trace = {{0.0, 40, 4}};
+  for (const double ms : {1e300, 0.0, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    try {
+      (void)run_serving_loop(spec, 1000, dispatcher, trace, nullptr, {.modelled_step_ms = ms});
+      ADD_FAILURE() << ms << " ms was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("the modelled step time must be above 0 and at most 3600000 ms"),
+                std::string::npos)
+          << e.message();
+    }
+  }
+}
+
 TEST(ServingLoop, ReportsQueueingTimeToFirstTokenAndTimePerOutputToken) {
   const EngineSpec spec = parse_spec(kSpec);
   const Dispatcher dispatcher(effective_graph_mode(spec), spec.cuda_graphs.capture_sizes,

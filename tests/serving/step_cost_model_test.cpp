@@ -211,13 +211,18 @@ TEST(StepCostModel, RefusesNegativeOrNonFiniteTimesNamingTheField) {
   json.replace(eager, json.find(',', eager) - eager, "-1.5");
   std::string m = refusal(json);
   EXPECT_CONTAINS(m, "cost.json:14:");
-  EXPECT_CONTAINS(m, "prefill[1].eager_ms: must be a finite number of ms, at least 0, got '-1.5'");
+  EXPECT_CONTAINS(m,
+                  "prefill[1].eager_ms: must be a number of ms from 0 to 3600000 (an hour), got "
+                  "'-1.5'");
   m = refusal(edited("\"full_ms\": ", "\"full_ms\": 1e999, \"x\": "));
-  EXPECT_CONTAINS(m, "results[0].full_ms: must be a finite number");
+  EXPECT_CONTAINS(m, "results[0].full_ms: must be a number of ms from 0 to 3600000");
+  // Finite but past any step: its sums would overflow to inf.
+  m = refusal(edited("\"full_ms\": ", "\"full_ms\": 1e300, \"x\": "));
+  EXPECT_CONTAINS(m, "results[0].full_ms: must be a number of ms from 0 to 3600000");
   m = refusal(edited("\"full_ms\": ", "\"full_ms\": nan, \"x\": "));
   EXPECT_CONTAINS(m, "results[0].full_ms");
   m = refusal(edited("\"attention\": ", "\"attention\": \"fast\", \"y\": "));
-  EXPECT_CONTAINS(m, "results[0].breakdown.attention: must be a finite number");
+  EXPECT_CONTAINS(m, "results[0].breakdown.attention: must be a number of ms");
 }
 
 TEST(StepCostModel, RefusesRowsWithoutTheirCountsTimesOrBreakdown) {

@@ -14,6 +14,7 @@
 #include "freezeframe/base/error.h"
 #include "freezeframe/checkpoints/gguf_file.h"
 #include "freezeframe/text/tokenizer.h"
+#include "support/fifo.h"
 #include "support/scratch_files.h"
 #include "text/tokenizer_fixtures.h"
 
@@ -173,9 +174,21 @@ TEST(TokenizerRefusals, TokenizerJson) {
   const auto [code, message] =
       refusal(edited("\"type\":\"BPE\"", "\n\"type\":\"Unigram\"", "line"));
   EXPECT_NE(message.find(":2:"), std::string::npos) << message;
-  expect_refused((scratch_dir() / "absent.json").string(), E::kNotFound, {"cannot open"});
+  expect_refused((scratch_dir() / "absent.json").string(), E::kNotFound, {"cannot read"});
   expect_refused(scratch(std::vector<char>{'[', ']'}, "array.json"), E::kInvalidArgument,
                  {"not a JSON object"});
+}
+
+TEST(TokenizerRefusals, AFifoIsRefusedBeforeItIsOpened) {
+  const std::string fifo = testing::scratch_fifo("fifo.json");
+  const std::string m = testing::refusal_of_fifo(fifo, [&] { (void)Tokenizer::open(fifo); });
+  EXPECT_NE(m.find("tokenizer file '" + fifo + "' is a FIFO, not a regular file"),
+            std::string::npos)
+      << m;
+  const std::string of_checkpoint =
+      testing::refusal_of_fifo(fifo, [&] { (void)Tokenizer::of_checkpoint(fifo); });
+  EXPECT_NE(of_checkpoint.find("is a FIFO, not a regular file"), std::string::npos)
+      << of_checkpoint;
 }
 
 }  // namespace

@@ -126,11 +126,43 @@ check(RC 1 ARGS plan missing.yaml
 check(RC 1 ARGS --verbose plan missing.yaml ERR "cannot read spec file 'missing.yaml'" ".cpp:")
 check(RC 0 ARGS plan ${tiny} --device-memory 2GiB OUT "kv cache:")
 
+# Text from a spec or a flag is printed escaped and shortened: no ESC or BEL reaches the
+# terminal, and a long model name is not printed whole.
+string(ASCII 27 esc)
+string(ASCII 7 bel)
+file(READ ${tiny} tiny_text)
+# (No '[' in the texts: CMake's lists do not split inside square brackets.)
+string(REPLACE "name: tiny-llama" "name: \"red\\e(31m bell\\a\"" coloured_text "${tiny_text}")
+file(WRITE ${WORK_DIR}/coloured.yaml "${coloured_text}")
+check(RC 0 ARGS plan ${WORK_DIR}/coloured.yaml --device-memory 2GiB
+      OUT "(red\\x1B(31m bell\\x07)" NOT_OUT "${esc}" "${bel}")
+string(REPEAT "n" 5000 long_name)
+string(REPLACE "name: tiny-llama" "name: ${long_name}" long_text "${tiny_text}")
+file(WRITE ${WORK_DIR}/long_name.yaml "${long_text}")
+check(RC 0 ARGS plan ${WORK_DIR}/long_name.yaml --device-memory 2GiB OUT "nnn…)"
+      NOT_OUT "${long_name}")
+check(RC 1 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --backend "ref${esc}(31m"
+      ERR "unknown attention backend 'ref\\x1B(31m'" NOT_ERR "${esc}")
+
 # serve-sim: the trace is given with --trace; without a GPU it points at --schedule-only.
 check(RC 2 ARGS serve-sim ${tiny} ERR "--trace FILE is required")
 check(RC 2 ARGS serve-sim ${tiny} ${trace} ERR "--trace FILE is required")
 check(RC 0 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --device-memory 2GiB
       OUT "finished 2 of 2 requests")
+# Times past any sensible run are refused naming the flag (they made reports of inf and nan).
+check(RC 2 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --step-ms 1e300
+      ERR "--step-ms: '1e300' is not a number above 0 and at most 3600000 (an hour)")
+check(RC 2 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --time-scale 1e300
+      ERR "--time-scale: '1e300' is not a number above 0 and at most 1000")
+# A run in which no request finished is an error; an empty trace is told so.
+file(WRITE ${WORK_DIR}/too_long.csv "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                    "2023-11-16 18:17:03.0000000,2000000000,4\n")
+check(RC 1 ARGS serve-sim ${tiny} --trace ${WORK_DIR}/too_long.csv --schedule-only
+      --device-memory 2GiB OUT "finished 0 of 1 requests" ERR "no request of the 1 finished (1 refused"
+      NOT_ERR ".cpp")
+file(WRITE ${WORK_DIR}/empty.csv "")
+check(RC 1 ARGS serve-sim ${tiny} --trace ${WORK_DIR}/empty.csv --schedule-only
+      ERR "empty trace file" NOT_ERR "expected the header")
 # Sampling draws tokens on the GPU: not with a schedule alone.
 check(RC 2 ARGS serve-sim ${tiny} --trace ${trace} --schedule-only --sample
       ERR "--sample draws tokens on the GPU" "usage: freezeframe serve-sim")
@@ -153,7 +185,12 @@ check(RC 0 ARGS tokenize ${tokenizers}/tiny.gguf --text "Hi" --chat --special
       OUT "chat format: chatml" "<|im_start|>" "special")
 check(RC 1 ARGS tokenize ${tokenizers}/tiny_digits/tokenizer.json --text hi --chat
       ERR "no chat template" NOT_ERR ".cpp")
-check(RC 1 ARGS tokenize ${WORK_DIR}/missing.json --text hi ERR "cannot open tokenizer file"
+check(RC 1 ARGS tokenize ${WORK_DIR}/missing.json --text hi ERR "cannot read tokenizer file"
+      NOT_ERR ".cpp")
+# A FIFO is refused before it is opened (opening it would wait for a writer).
+file(REMOVE ${WORK_DIR}/fifo.json)
+execute_process(COMMAND mkfifo ${WORK_DIR}/fifo.json)
+check(RC 1 ARGS tokenize ${WORK_DIR}/fifo.json --text hi ERR "is a FIFO, not a regular file"
       NOT_ERR ".cpp")
 check(RC 1 ARGS tokenize ${tokenizers}/broken/merge_unknown.gguf --text hi
       ERR "tokenizer.ggml.merges[1]" NOT_ERR ".cpp")

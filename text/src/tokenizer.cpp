@@ -9,6 +9,7 @@
 #include "bpe_model.h"
 #include "byte_level.h"
 #include "freezeframe/base/error.h"
+#include "freezeframe/base/input_file.h"
 #include "freezeframe/base/printable.h"
 #include "freezeframe/checkpoints/gguf_file.h"
 #include "freezeframe/text/chat_format.h"
@@ -114,6 +115,7 @@ Tokenizer Tokenizer::from_json(const std::string& path) {
 }
 
 Tokenizer Tokenizer::open(const std::string& path) {
+  require_regular_file(path, "tokenizer");  // before the open: a FIFO would block it
   char magic[4] = {};
   std::ifstream in(path, std::ios::binary);
   FF_CHECK(in.good(), E::kNotFound, "cannot open tokenizer file ", quote(path));
@@ -131,6 +133,7 @@ Tokenizer Tokenizer::of_checkpoint(const std::string& path) {
   const fs::path file(path);
   // A config.json (or another file of the folder that is not a GGUF) has the tokenizer.json
   // beside it.
+  require_regular_file(path, "checkpoint");  // before the open: a FIFO would block it
   char magic[4] = {};
   std::ifstream in(path, std::ios::binary);
   FF_CHECK(in.good(), E::kNotFound, "cannot open checkpoint ", quote(path));

@@ -65,7 +65,7 @@ std::string checkpoint_spec_text(const std::string& checkpoint,
 
 EngineSpec spec_for_checkpoint(const std::string& checkpoint,
                                const CheckpointSpecOptions& options) {
-  return parse_spec(checkpoint_spec_text(checkpoint, options), "<spec for " + checkpoint + ">");
+  return parse_written_spec(checkpoint_spec_text(checkpoint, options), checkpoint);
 }
 
 }  // namespace freezeframe

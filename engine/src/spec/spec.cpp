@@ -140,19 +140,22 @@ YAML::Node load_document(const std::string& yaml, const std::string& source) {
 
 }  // namespace
 
-EngineSpec parse_spec(std::string_view yaml, std::string_view source_name,
-                      const BackendRegistry& registry) {
+namespace {
+
+/// The spec of `yaml`; `heading` opens the message listing its problems ("spec x.yaml").
+EngineSpec parse(std::string_view yaml, std::string source_name, const std::string& heading,
+                 const BackendRegistry& registry, bool written) {
   EngineSpec spec;
-  spec.source = std::string(source_name);
+  spec.source = std::move(source_name);
   spec.registry = &registry;
   const YAML::Node root = load_document(std::string(yaml), spec.source);
-  spec_detail::SpecParser parser(spec, spec.source, registry);
+  spec_detail::SpecParser parser(spec, spec.source, registry, written);
   parser.parse(root);
   const std::vector<std::string>& problems = parser.problems();
   const std::size_t count = parser.problem_count();
   if (count > 0) {
-    std::string text = "spec " + spec.source + " has " + std::to_string(count) +
-                       (count == 1 ? " problem:" : " problems:");
+    std::string text =
+        heading + " has " + std::to_string(count) + (count == 1 ? " problem:" : " problems:");
     for (const std::string& p : problems) text += "\n  " + p;
     if (count > problems.size()) {
       text += "\n  (" + std::to_string(count - problems.size()) + " more not shown)";
@@ -160,6 +163,20 @@ EngineSpec parse_spec(std::string_view yaml, std::string_view source_name,
     FF_THROW(ErrorCode::kInvalidArgument, text);
   }
   return spec;
+}
+
+}  // namespace
+
+EngineSpec parse_spec(std::string_view yaml, std::string_view source_name,
+                      const BackendRegistry& registry) {
+  const std::string source(source_name);
+  return parse(yaml, source, "spec " + source, registry, false);
+}
+
+EngineSpec parse_written_spec(std::string_view yaml, std::string_view checkpoint,
+                              const BackendRegistry& registry) {
+  const std::string name = printable(checkpoint, 200);
+  return parse(yaml, "<spec for " + name + ">", "the spec written for " + name, registry, true);
 }
 
 EngineSpec load_spec(const std::string& path, const BackendRegistry& registry) {

@@ -103,7 +103,7 @@ void SpecParser::read_checkpoint(const YAML::Node& m) {
   }
   std::vector<std::string> problems;
   std::optional<CheckpointConfig> config = read_checkpoint_config(path.string(), problems);
-  for (const std::string& p : problems) r_.problem(node, "model.checkpoint", p);
+  for (const std::string& p : problems) r_.checkpoint_problem(node, p);
   if (!config) {
     model_ok_ = false;
     return;
@@ -116,10 +116,11 @@ void SpecParser::read_checkpoint(const YAML::Node& m) {
       const auto origin = config->origins.find(f.name);
       std::string range = f.kind == Kind::kFloat ? "(" : "[";
       range.append(shown(f.kind, f.min)).append(", ").append(shown(f.kind, f.max)).append("]");
-      r_.problem(node, "model.checkpoint",
-                 (origin != config->origins.end() ? origin->second : config->config_file) + ": " +
-                     shown(f.kind, value) + " is outside " + range + ", the range of model." +
-                     std::string(f.name));
+      r_.checkpoint_problem(
+          node,
+          (origin != config->origins.end() ? origin->second : printable(config->config_file, 200)) +
+              ": " + shown(f.kind, value) + " is outside " + range + ", the range of model." +
+              std::string(f.name));
       model_ok_ = false;
       continue;
     }
@@ -127,10 +128,9 @@ void SpecParser::read_checkpoint(const YAML::Node& m) {
   }
   for (const int w : config->sliding_windows) {
     if (w > kMaxInt) {
-      r_.problem(node, "model.checkpoint",
-                 config->origins["sliding_window"] + ": " + std::to_string(w) +
-                     " is more than the " + std::to_string(kMaxInt) +
-                     " tokens model.attention.sliding_window may be");
+      r_.checkpoint_problem(node, config->origins["sliding_window"] + ": " + std::to_string(w) +
+                                      " is more than the " + std::to_string(kMaxInt) +
+                                      " tokens model.attention.sliding_window may be");
       model_ok_ = false;
       break;
     }

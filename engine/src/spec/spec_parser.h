@@ -58,8 +58,9 @@ struct LayerOverride {
 
 class SpecParser {
  public:
-  SpecParser(EngineSpec& spec, std::string file, const BackendRegistry& registry)
-      : spec_(spec), r_(spec, std::move(file)), registry_(registry) {}
+  SpecParser(EngineSpec& spec, std::string file, const BackendRegistry& registry,
+             bool written = false)
+      : spec_(spec), r_(spec, std::move(file), written), registry_(registry) {}
 
   /// Reads the root of the spec's one document.
   void parse(const YAML::Node& root);

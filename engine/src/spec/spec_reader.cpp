@@ -81,19 +81,29 @@ std::optional<double> parse_yaml_number(std::string_view text, bool& out_of_rang
 
 SpecLocation SpecReader::location(const YAML::Node& node) const {
   const YAML::Mark mark = node.Mark();
-  if (mark.is_null()) return {file_, 0, 0};
+  if (mark.is_null() || written_) return {file_, 0, 0};
   return {file_, mark.line + 1, mark.column + 1};
 }
 
 void SpecReader::problem_at(const SpecLocation& at, std::string_view path, std::string message) {
   if (++problem_count_ > kMaxKeptProblems) return;
   std::ostringstream text;
-  text << at.file;
-  if (at.line > 0) text << ':' << at.line << ':' << at.column;
-  text << ": ";
+  if (!written_) {
+    text << at.file;
+    if (at.line > 0) text << ':' << at.line << ':' << at.column;
+    text << ": ";
+  }
   if (!path.empty()) text << path << ": ";
   text << message;
   problems_.push_back(text.str());
+}
+
+void SpecReader::checkpoint_problem(const YAML::Node& at, std::string message) {
+  if (!written_) {
+    problem(at, "model.checkpoint", std::move(message));
+  } else if (++problem_count_ <= kMaxKeptProblems) {
+    problems_.push_back(std::move(message));
+  }
 }
 
 void SpecReader::problem(const YAML::Node& at, std::string_view path, std::string message) {

@@ -25,7 +25,10 @@ namespace freezeframe::spec_detail {
 
 class SpecReader {
  public:
-  SpecReader(EngineSpec& spec, std::string file) : spec_(spec), file_(std::move(file)) {}
+  /// `written`: the spec is text a program wrote (parse_written_spec), whose lines and
+  /// columns no one saw; its problems name the field only.
+  SpecReader(EngineSpec& spec, std::string file, bool written = false)
+      : spec_(spec), file_(std::move(file)), written_(written) {}
 
   [[nodiscard]] SpecLocation location(const YAML::Node& node) const;
   /// The most problems kept (the rest are counted): a spec with thousands of mistakes still
@@ -34,6 +37,9 @@ class SpecReader {
 
   void problem(const YAML::Node& at, std::string_view path, std::string message);
   void problem_at(const SpecLocation& at, std::string_view path, std::string message);
+  /// A problem the checkpoint's reader found (`message` names its file and field): at
+  /// model.checkpoint in a spec file, as it is in a written spec.
+  void checkpoint_problem(const YAML::Node& at, std::string message);
   [[nodiscard]] const std::vector<std::string>& problems() const { return problems_; }
   [[nodiscard]] std::size_t problem_count() const { return problem_count_; }
   void remember(std::string_view path, const YAML::Node& node);
@@ -71,6 +77,7 @@ class SpecReader {
  private:
   EngineSpec& spec_;
   std::string file_;
+  bool written_ = false;
   std::vector<std::string> problems_;
   std::size_t problem_count_ = 0;
 };

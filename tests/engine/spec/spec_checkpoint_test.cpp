@@ -12,6 +12,7 @@
 #include "freezeframe/engine/spec/checkpoint_spec.h"
 #include "freezeframe/engine/spec/layer_params.h"
 #include "freezeframe/engine/spec/spec.h"
+#include "support/gguf_builder.h"
 #include "support/scratch_files.h"
 #include "support/smollm2.h"
 
@@ -354,11 +355,49 @@ TEST(SpecForCheckpoint, RunsTheCheckpointsWeights) {
     ADD_FAILURE() << "a missing checkpoint was accepted";
   } catch (const Error& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("model.checkpoint"), std::string::npos) << m;
+    EXPECT_NE(m.find("the spec written for no/such/model.gguf has 1 problem:"), std::string::npos)
+        << m;
+    EXPECT_NE(m.find("cannot read checkpoint '"), std::string::npos) << m;
     EXPECT_NE(m.find("model.gguf"), std::string::npos) << m;
   }
   // Paths with quotes and backslashes survive the spec's text.
   EXPECT_NE(checkpoint_spec_text("/a \"b\"\\c").find(R"("/a \"b\"\\c")"), std::string::npos);
+}
+
+/// A small Llama GGUF (metadata only) of `layers` layers.
+std::string gguf_of_layers(std::uint32_t layers) {
+  testing::GgufBuilder g;
+  g.str("general.architecture", "llama")
+      .u32("llama.block_count", layers)
+      .u32("llama.context_length", 2048)
+      .u32("llama.embedding_length", 256)
+      .u32("llama.feed_forward_length", 512)
+      .u32("llama.attention.head_count", 8)
+      .f32("llama.attention.layer_norm_rms_epsilon", 1e-5f)
+      .u32("llama.vocab_size", 1000);
+  return g.write("layers.gguf");
+}
+
+TEST(SpecCheckpoint, AGgufValueOutsideTheSpecsRangeIsNamedByItsKey) {
+  const std::string gguf = gguf_of_layers(100000);
+  const std::string expected =
+      gguf +
+      ": metadata 'llama.block_count': 100000 is outside [1, 4096], the range of "
+      "model.num_layers";
+  // A spec written for the checkpoint: no line and column of text no one saw.
+  try {
+    (void)spec_for_checkpoint(gguf);
+    ADD_FAILURE() << "100000 layers were accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("the spec written for " + gguf + " has 1 problem:\n  " + expected),
+              std::string::npos)
+        << m;
+    EXPECT_EQ(m.find(".gguf:2:"), std::string::npos) << m;
+  }
+  // A spec file naming it: the spec's line, then the key.
+  const std::string m = message_of("model:\n  checkpoint: " + gguf + "\n");
+  EXPECT_NE(m.find(kSpecName + ":2:15: model.checkpoint: " + expected), std::string::npos) << m;
 }
 
 }  // namespace

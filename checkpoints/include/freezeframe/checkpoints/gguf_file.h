@@ -45,6 +45,17 @@ struct GgufTensor {
   [[nodiscard]] std::vector<std::int64_t> shape() const;
 };
 
+/// Metadata arrays under this prefix are the tokenizer's (tokens, merges, token_type, scores):
+/// as long as the vocabulary, read whole up to kMaxGgufVocabulary elements, refused past it.
+inline constexpr std::string_view kGgufVocabularyPrefix = "tokenizer.ggml.";
+/// The most elements a tokenizer array may hold: four times the largest real vocabularies
+/// (about 256k tokens; their merges are about as many), so a declared count is refused before
+/// millions of elements are read.
+inline constexpr std::uint64_t kMaxGgufVocabulary = std::uint64_t(1) << 20;
+/// Other arrays (per-layer values, tags) are read up to this many elements; a longer one,
+/// which no reader uses, is stepped over and keeps only its array_length.
+inline constexpr std::uint64_t kMaxGgufArrayRead = 65536;
+
 /// One metadata value: a scalar, a string, or an array of one of them.
 struct GgufValue {
   enum class Kind { kInt, kFloat, kBool, kString, kArray };
@@ -56,13 +67,15 @@ struct GgufValue {
   std::vector<std::int64_t> ints;    ///< arrays of integers or bools
   std::vector<double> floats;        ///< arrays of floats
   std::vector<std::string> strings;  ///< arrays of strings
+  std::uint64_t array_length = 0;    ///< arrays: the elements stored (read or stepped over)
 };
 
 class GgufFile {
  public:
   /// Maps and validates `path`. Throws kNotFound when it cannot be opened and
   /// kInvalidArgument naming the file and what is wrong (bad magic or version, a count or
-  /// length past the end, a tensor outside the data or overlapping none of it, ...).
+  /// length past the end, a tokenizer array longer than any vocabulary, a tensor outside the
+  /// data, two tensors sharing bytes, ...).
   [[nodiscard]] static GgufFile open(const std::string& path);
 
   GgufFile(GgufFile&&) noexcept;

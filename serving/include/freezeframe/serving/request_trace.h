@@ -23,6 +23,10 @@ struct TraceRequest {
   std::int32_t reusable_prefix_tokens = 0;
 };
 
+/// The largest time scale: a thousand times slower than the trace already turns a day into
+/// nearly three years of arrivals.
+inline constexpr double kMaxTimeScale = 1000.0;
+
 struct TraceOptions {
   double time_scale = 1.0;       ///< arrival times are multiplied by this (0.5 = twice the rate)
   std::size_t max_requests = 0;  ///< keep the first N requests; 0 = all

@@ -34,6 +34,9 @@ namespace freezeframe {
 
 /// The largest cost model file read (a bench JSON is a few KiB).
 inline constexpr std::int64_t kMaxCostModelBytes = std::int64_t(4) << 20;
+/// The longest step time read, fitted or modelled, in ms: an hour. Measured steps take
+/// milliseconds; past this a time is a mistake, and sums of such times overflow to inf.
+inline constexpr double kMaxStepMs = 3'600'000.0;
 
 /// One measured step: its work, the tokens it ran, its time and the part of it in attention.
 struct StepSample {

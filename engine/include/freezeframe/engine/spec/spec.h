@@ -179,6 +179,13 @@ struct EngineSpec {
 [[nodiscard]] EngineSpec parse_spec(std::string_view yaml,
                                     std::string_view source_name = "<string>",
                                     const BackendRegistry& registry = BackendRegistry::global());
+/// The same for a spec a program wrote for the checkpoint `checkpoint` (spec_for_checkpoint, a
+/// tool's): its lines and columns are of text no one saw, so its problems name the field only,
+/// and the checkpoint's own as its reader states them ("x.gguf: metadata 'llama.block_count':
+/// 100000 is outside [1, 4096], the range of model.num_layers").
+[[nodiscard]] EngineSpec parse_written_spec(
+    std::string_view yaml, std::string_view checkpoint,
+    const BackendRegistry& registry = BackendRegistry::global());
 
 /// The tensor- and decode-context-parallel world sizes a spec file names (1 where a section is
 /// absent), read without validating the rest and without touching a device (load_spec makes
