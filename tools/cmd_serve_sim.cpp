@@ -156,6 +156,15 @@ int run_serve_sim(Args args) {
   const ServingReport r = run_serving_loop(spec, the_plan.kv_cache.num_blocks, the_dispatcher,
                                            trace, engine.get(), serving);
 
+  // Every time below comes from the clock the steps ran on: say which, on each line a reader
+  // may quote (a constant step time makes no figure of a GPU's).
+  char modelled[96] = " (measured)";
+  if (cost_model) {
+    std::snprintf(modelled, sizeof modelled, " (modelled by the cost model, not measured)");
+  } else if (schedule_only) {
+    std::snprintf(modelled, sizeof modelled, " (modelled: %.1f ms every step, not measured)",
+                  serving.modelled_step_ms);
+  }
   if (cost_model) {
     std::printf("serve-sim (schedule only; each step timed by a cost model)\n%s\n",
                 cost_model->describe().c_str());
@@ -190,8 +199,8 @@ int run_serve_sim(Args args) {
               to_string(the_dispatcher.mode()).data(), the_dispatcher.capture_sizes().size());
   std::printf(
       "finished %zu of %zu requests in %ld steps (%.1f s on the trace's clock, %.1f s in "
-      "steps)\n",
-      r.finished, r.requests, r.steps, r.seconds, r.busy_seconds);
+      "steps)%s\n",
+      r.finished, r.requests, r.steps, r.seconds, r.busy_seconds, modelled);
   const std::size_t refused = r.refused_prompt_too_long + r.refused_cache_too_small;
   if (refused > 0 || r.outputs_cut > 0) {
     std::printf(
@@ -207,8 +216,8 @@ int run_serve_sim(Args args) {
     std::printf("%s)\n",
                 serving.stop_token_ids.empty() ? " none; the spec names no checkpoint" : "");
   }
-  std::printf("tokens: %ld prefill, %ld decode; %.0f tokens/s while stepping\n", r.prefill_tokens,
-              r.decode_tokens, r.tokens_per_second());
+  std::printf("tokens: %ld prefill, %ld decode; %.0f tokens/s while stepping%s\n", r.prefill_tokens,
+              r.decode_tokens, r.tokens_per_second(), modelled);
   const double total = std::max(1L, r.steps);
   std::printf("steps by mode: full %ld (%.1f%%), piecewise %ld (%.1f%%), eager %ld (%.1f%%)\n",
               r.steps_by_mode[2], 100.0 * r.steps_by_mode[2] / total, r.steps_by_mode[1],
@@ -218,7 +227,7 @@ int run_serve_sim(Args args) {
               r.real_tokens_in_graphs, r.padded_tokens_in_graphs, 100.0 * r.padding_waste());
   if (!schedule_only || cost_model) {
     std::printf("step time: p50 %.2f ms, p99 %.2f ms, max %.2f ms%s\n", r.step_ms_p50,
-                r.step_ms_p99, r.step_ms_max, cost_model ? " (modelled)" : "");
+                r.step_ms_p99, r.step_ms_max, modelled);
   }
   if (r.preemptions > 0) {
     std::printf("preemptions: %ld (blocks taken back when the cache ran out; recomputed)\n",
@@ -228,7 +237,7 @@ int run_serve_sim(Args args) {
       "per request (ms, p50 / p99): queueing %.1f / %.1f, time to first token %.1f / %.1f, "
       "time per output token %.2f / %.2f%s\n",
       r.queue_ms.p50, r.queue_ms.p99, r.ttft_ms.p50, r.ttft_ms.p99, r.tpot_ms.p50, r.tpot_ms.p99,
-      schedule_only ? " (steps modelled)" : "");
+      modelled);
   // A run in which nothing finished measured nothing: an error, whatever the reason.
   FF_CHECK(r.finished > 0, ErrorCode::kInvalidArgument, "no request of the ", r.requests,
            " finished (", refused, " refused, see above)");

@@ -197,9 +197,11 @@ const StepBatch* ContinuousBatcher::schedule() {
   step_ids_.clear();
   step_tokens_.clear();
   step_sampling_.clear();
+  step_prefill_tokens_ = 0;
   bool sampling = false;
   for (const Request* r : step_order_) {
     const std::int32_t seq_len = r->computed + r->scheduled;
+    if (in_prefill(*r)) step_prefill_tokens_ += r->scheduled;
     step_.requests.push_back({r->scheduled, seq_len, r->blocks});
     step_ids_.push_back(r->id);
     for (std::int32_t p = r->computed; p < seq_len; ++p) step_tokens_.push_back(token_at(*r, p));
@@ -256,6 +258,7 @@ ContinuousBatcher::StepEvents ContinuousBatcher::complete_step(
   }
   step_order_.clear();
   step_ids_.clear();
+  step_prefill_tokens_ = 0;
   step_.requests.clear();
   auto done = [&](const std::unique_ptr<Request>& r) {
     return !in_prefill(*r) && (r->generated >= r->output || r->stopped);

@@ -100,9 +100,11 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
     int tokens = 0, decodes = 0;
     for (const StepRequest& r : step->requests) {
       tokens += r.query_len;
-      decodes += r.query_len == 1;
-      (r.query_len == 1 ? report.decode_tokens : report.prefill_tokens) += r.query_len;
+      decodes += r.query_len == 1;  // a one-token prefill chunk runs as a decode
     }
+    // Counted by what the tokens are for: a one-token prefill chunk is prompt.
+    report.prefill_tokens += batcher.scheduled_prefill_tokens();
+    report.decode_tokens += tokens - batcher.scheduled_prefill_tokens();
     const int reqs = static_cast<int>(step->requests.size());
     Dispatch dispatch = dispatcher.dispatch(tokens, reqs, decodes == reqs);
     double ms = options.modelled_step_ms;

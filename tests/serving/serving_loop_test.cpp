@@ -10,6 +10,7 @@
 #include "freezeframe/engine/runtime/graph_scope.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/graphs/dispatcher.h"
+#include "freezeframe/serving/request_trace.h"
 #include "freezeframe/serving/serving_loop.h"
 #include "freezeframe/serving/step_cost_model.h"
 
@@ -29,11 +30,6 @@ scheduler:
   max_num_batched_tokens: 64
 )";
 
-// Steps of 10 ms. Request 0 arrives at 0 with a 40-token prompt and 4 output tokens: its
-// prompt runs in the first step (first token at 10 ms), then three decodes (the last at
-// 40 ms). Request 1 arrives at 5 ms, while that step runs, with a 100-token prompt: it is
-// first scheduled at 10 ms (queued 5 ms), prefills 63 tokens beside the decode, then 37, so
-// its first token comes at 30 ms (25 ms after arrival) and its only other token at 40 ms.
 TEST(ServingLoop, RefusesAModelledStepTimeOutsideItsRange) {
   const EngineSpec spec = parse_spec(kSpec);
   const Dispatcher dispatcher(effective_graph_mode(spec), spec.cuda_graphs.capture_sizes,
@@ -51,6 +47,11 @@ TEST(ServingLoop, RefusesAModelledStepTimeOutsideItsRange) {
   }
 }
 
+// Steps of 10 ms. Request 0 arrives at 0 with a 40-token prompt and 4 output tokens: its
+// prompt runs in the first step (first token at 10 ms), then three decodes (the last at
+// 40 ms). Request 1 arrives at 5 ms, while that step runs, with a 100-token prompt: it is
+// first scheduled at 10 ms (queued 5 ms), prefills 63 tokens beside the decode, then 37, so
+// its first token comes at 30 ms (25 ms after arrival) and its only other token at 40 ms.
 TEST(ServingLoop, ReportsQueueingTimeToFirstTokenAndTimePerOutputToken) {
   const EngineSpec spec = parse_spec(kSpec);
   const Dispatcher dispatcher(effective_graph_mode(spec), spec.cuda_graphs.capture_sizes,
@@ -100,6 +101,43 @@ TEST(ServingLoop, TimesEachStepWithTheCostModel) {
   EXPECT_NEAR(r.ttft_ms.p50, 2.820, 1e-9);
   EXPECT_NEAR(r.tpot_ms.p50, (2.041 + 2.042) / 2, 1e-9);
   EXPECT_NEAR(r.step_ms_max, 2.820, 1e-9);
+}
+
+// Every prompt token is a prefill token, a one-token last chunk included (it runs among the
+// decodes): a 65-token prompt in steps of 64 tokens prefills 64, then 1 with its first output,
+// then decodes its other two outputs.
+TEST(ServingLoop, ACountOfPrefillTokensIsTheSumOfThePrompts) {
+  const EngineSpec spec = parse_spec(kSpec);
+  const Dispatcher dispatcher(effective_graph_mode(spec), spec.cuda_graphs.capture_sizes,
+                              spec.scheduler.max_num_seqs);
+  const ServingReport one =
+      run_serving_loop(spec, 1000, dispatcher, {{0.0, 65, 3}}, nullptr, {.modelled_step_ms = 10});
+  EXPECT_EQ(one.prefill_tokens, 65);
+  EXPECT_EQ(one.decode_tokens, 2);
+  // The shipped traces' heads, whole, in Llama-3.1-8B's 28,750 blocks (80 GiB): every request
+  // finishes unpreempted, so the prefill tokens are the prompts' sum and the decodes each
+  // request's outputs after its first.
+  for (const char* name :
+       {"azure_code_head.csv", "azure_conv_head.csv", "mooncake_conversation_head.jsonl"}) {
+    SCOPED_TRACE(name);
+    const std::vector<TraceRequest> trace =
+        load_trace(std::string(FREEZEFRAME_SOURCE_DIR) + "/tests/traces/" + name);
+    const EngineSpec llama =
+        load_spec(std::string(FREEZEFRAME_SOURCE_DIR) + "/configs/llama-3.1-8b.yaml");
+    const Dispatcher d(effective_graph_mode(llama), llama.cuda_graphs.capture_sizes,
+                       llama.scheduler.max_num_seqs);
+    const ServingReport r =
+        run_serving_loop(llama, 28750, d, trace, nullptr, {.modelled_step_ms = 20});
+    ASSERT_EQ(r.finished, trace.size());
+    ASSERT_EQ(r.preemptions, 0);
+    long prompts = 0, later_outputs = 0;
+    for (const TraceRequest& t : trace) {
+      prompts += t.prompt_tokens;
+      later_outputs += t.output_tokens - 1;
+    }
+    EXPECT_EQ(r.prefill_tokens, prompts);
+    EXPECT_EQ(r.decode_tokens, later_outputs);
+  }
 }
 
 }  // namespace

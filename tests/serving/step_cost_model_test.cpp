@@ -322,7 +322,7 @@ TEST(StepCostModel, ServeSimTimesTheStepsOfATraceWithIt) {
   EXPECT_CONTAINS(out, "prefill attention 0.4000 ms per 1M query-key pairs");
   EXPECT_CONTAINS(out, "the cost model was measured on model 'synthetic'");
   EXPECT_CONTAINS(out, "finished 40 of 40 requests");
-  EXPECT_CONTAINS(out, "(modelled)");
+  EXPECT_CONTAINS(out, "tokens/s while stepping (modelled by the cost model, not measured)");
   // Only with --schedule-only, and not with --step-ms: usage errors.
   out = run_tool(common + " --cost-model '" + model + "'", &rc);
   EXPECT_EQ(rc, 2) << out;

@@ -81,6 +81,10 @@ class ContinuousBatcher {
   [[nodiscard]] const StepBatch* schedule();
   /// The ids of the scheduled step's requests, in the step's order.
   [[nodiscard]] std::span<const int> scheduled_ids() const { return step_ids_; }
+  /// The scheduled step's new tokens that build a request's context (its prompt, or what a
+  /// recompute prefills again); the others are decodes. A one-token prefill chunk runs among
+  /// the decodes but counts here.
+  [[nodiscard]] std::int64_t scheduled_prefill_tokens() const { return step_prefill_tokens_; }
 
   /// What a completed step did to its requests.
   struct StepEvents {
@@ -139,6 +143,7 @@ class ContinuousBatcher {
   std::vector<std::unique_ptr<Request>> running_;  // admission order
   std::vector<Request*> step_order_;
   std::vector<int> step_ids_;
+  std::int64_t step_prefill_tokens_ = 0;
   std::vector<std::int32_t> step_tokens_;
   std::vector<SamplingParams> step_sampling_;
   StepBatch step_;
