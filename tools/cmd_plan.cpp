@@ -173,6 +173,16 @@ void print_plan(const EngineSpec& spec, const MemoryPlan& plan, const std::strin
       m.num_layers, m.hidden_size, m.num_heads, m.num_kv_heads, m.head_size, m.intermediate_size,
       m.vocab_size, int(name_of(m.dtype).size()), name_of(m.dtype).data(),
       m.tie_word_embeddings ? ", tied embeddings" : "");
+  // Layers without an MLP plan none: say so, so a plan of a model whose MLP is elsewhere (a
+  // mixture of experts) is not taken for the whole model's.
+  const auto no_mlp = std::count_if(m.layers.begin(), m.layers.end(),
+                                    [](const LayerSpec& l) { return l.mlp == MlpKind::kNone; });
+  if (no_mlp > 0) {
+    std::printf(
+        "note: %lld of %d layers have no MLP (mlp: none): no weights or activations are planned "
+        "for one (a mixture of experts is not part of the built-in model)\n",
+        static_cast<long long>(no_mlp), m.num_layers);
+  }
   if (m.checkpoint) {
     std::printf("checkpoint: %s (%s); weights: %s\n", printable(m.checkpoint->path, 200).c_str(),
                 printable(m.checkpoint->architecture).c_str(),

@@ -75,6 +75,10 @@ else()
 endif()
 check(RC 0 ARGS plan ${spec} --device-memory 80GiB --svg - OUT "<svg" NOT_OUT "kv cache:")
 check(RC 2 ARGS plan ${spec} --json - --svg - ERR "both ask for standard output")
+# A plan that leaves layers' MLPs out says so (DeepSeek-V2-Lite's 26 mixture-of-experts layers).
+check(RC 0 ARGS plan ${SOURCE_DIR}/configs/deepseek-v2-lite.yaml --device-memory 80GiB
+      OUT "note: 26 of 27 layers have no MLP (mlp: none)")
+check(RC 0 ARGS plan ${spec} --device-memory 80GiB NOT_OUT "have no MLP")
 check(RC 2 ARGS ERR "usage: freezeframe")
 check(RC 2 ARGS no-such-command ERR "unknown command 'no-such-command'")
 

@@ -88,7 +88,14 @@ std::string window_disagreement(const std::vector<int>& windows) {
 
 void SpecParser::read_checkpoint(const YAML::Node& m) {
   const YAML::Node node = SpecReader::child(m, "checkpoint");
-  if (!node.IsDefined()) return;
+  if (!node.IsDefined()) {
+    const YAML::Node fetch = SpecReader::child(m, "checkpoint_fetch");
+    if (fetch.IsDefined()) {
+      r_.problem(fetch, "model.checkpoint_fetch",
+                 "says how to fetch model.checkpoint, which the spec does not name");
+    }
+    return;
+  }
   checkpoint_node_.reset(node);
   const std::optional<std::string> given = r_.read_string(m, "checkpoint", "model");
   if (!given) {
@@ -103,7 +110,13 @@ void SpecParser::read_checkpoint(const YAML::Node& m) {
   }
   std::vector<std::string> problems;
   std::optional<CheckpointConfig> config = read_checkpoint_config(path.string(), problems);
-  for (const std::string& p : problems) r_.checkpoint_problem(node, p);
+  // A checkpoint not there yet: the spec may say how to fetch it.
+  std::string fetch;
+  if (const std::optional<std::string> how = r_.read_string(m, "checkpoint_fetch", "model")) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) fetch = " (fetch it first: " + printable(*how, 200) + ")";
+  }
+  for (const std::string& p : problems) r_.checkpoint_problem(node, p + fetch);
   if (!config) {
     model_ok_ = false;
     return;

@@ -35,6 +35,7 @@ void SpecParser::parse_model(const YAML::Node& m) {
   r_.check_keys(m, "model",
                 {"name",
                  "checkpoint",
+                 "checkpoint_fetch",
                  "num_layers",
                  "hidden_size",
                  "num_heads",

@@ -179,6 +179,23 @@ cuda_graphs:
   EXPECT_EQ(spec.cuda_graphs.mode, CudaGraphMode::kPiecewise);
 }
 
+// A checkpoint not fetched yet: the refusal says how to fetch it where the spec says so
+// (model.checkpoint_fetch), and the fetch command without a checkpoint is a mistake of its own.
+TEST(SpecCheckpoint, AMissingCheckpointNamesItsFetchCommand) {
+  std::string m = message_of(
+      "model:\n  checkpoint: not-fetched-yet.gguf\n  checkpoint_fetch: scripts/fetch-it\n");
+  EXPECT_NE(m.find("No such file or directory (fetch it first: scripts/fetch-it)"),
+            std::string::npos)
+      << m;
+  m = message_of("model:\n  checkpoint: not-fetched-yet.gguf\n");
+  EXPECT_EQ(m.find("fetch it first"), std::string::npos) << m;
+  m = message_of("model:\n  name: m\n  checkpoint_fetch: scripts/fetch-it\n");
+  EXPECT_NE(m.find("model.checkpoint_fetch: says how to fetch model.checkpoint, which the spec "
+                   "does not name"),
+            std::string::npos)
+      << m;
+}
+
 TEST(SpecCheckpoint, AgreeingDuplicatesAreFine) {
   const EngineSpec spec = spec_of("model:\n  checkpoint: " + kCheckpoints + R"(llama-3.1-8b
   num_layers: 32
