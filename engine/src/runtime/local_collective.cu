@@ -1,6 +1,7 @@
-// The collective kernels of a LocalGroup: each rank's kernel reads and writes the other ranks'
-// buffers directly (one GPU). It runs once every rank's inputs are written and before any rank
-// writes them again (LocalGroup orders the ranks' streams with events), so it waits for no one.
+// The collective kernel of a LocalGroup: one launch does every rank's part, reading and writing
+// the ranks' buffers directly (one GPU). It runs once every rank's inputs are written and before
+// any rank writes them again (LocalGroup orders the ranks' streams with events), so it waits
+// for no one.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -18,7 +19,7 @@ using kernels::from_float;
 using kernels::to_float;
 
 constexpr int kThreads = 256;
-/// The most blocks a rank's part takes: every rank's runs at once, so T of these share the GPU.
+/// The most blocks a rank's part takes (the launch has one such row per rank).
 constexpr int kMaxBlocks = 128;
 
 /// Copies `bytes` from `src` to `dst` over the grid (16 bytes at a time when both allow it).
@@ -49,30 +50,31 @@ __device__ float sum_of(const Collective& c, std::size_t i) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     collective_kernel(const __grid_constant__ Collective c) {
+  const int rank = static_cast<int>(blockIdx.y);  // whose part this block does
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
   const std::size_t first = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::size_t bytes = c.block_bytes;
-  auto* mine = static_cast<std::uint8_t*>(c.recv[c.rank]);
+  auto* mine = static_cast<std::uint8_t*>(c.recv[rank]);
   switch (c.kind) {
     case Kind::kAllGather:  // block r of my receive is rank r's send
       for (int r = 0; r < c.world; ++r) copy_bytes(mine + r * bytes, c.send[r], bytes);
       break;
     case Kind::kAllToAll:  // block r of my receive is block `rank` of rank r's send
       for (int r = 0; r < c.world; ++r) {
-        copy_bytes(mine + r * bytes, static_cast<const std::uint8_t*>(c.send[r]) + c.rank * bytes,
+        copy_bytes(mine + r * bytes, static_cast<const std::uint8_t*>(c.send[r]) + rank * bytes,
                    bytes);
       }
       break;
     case Kind::kReduceScatter:  // my receive sums block `rank` of every send
       for (std::size_t i = first; i < c.count; i += stride) {
-        static_cast<T*>(c.recv[c.rank])[i] = from_float<T>(sum_of<T>(c, c.rank * c.count + i));
+        static_cast<T*>(c.recv[rank])[i] = from_float<T>(sum_of<T>(c, rank * c.count + i));
       }
       break;
     case Kind::kAllReduce: {
       // Each rank sums its own slice of the elements and writes it to every rank's receive:
       // only it reads or writes that slice of any buffer, so a receive may be its send.
       const std::size_t slice = (c.count + c.world - 1) / c.world;
-      const std::size_t begin = slice * c.rank < c.count ? slice * c.rank : c.count;
+      const std::size_t begin = slice * rank < c.count ? slice * rank : c.count;
       const std::size_t end = begin + slice < c.count ? begin + slice : c.count;
       for (std::size_t i = begin + first; i < end; i += stride) {
         const T value = from_float<T>(sum_of<T>(c, i));
@@ -98,13 +100,14 @@ void launch(const Collective& collective, cudaStream_t stream) {
   const std::size_t per_block = kThreads * 4;
   const int blocks =
       static_cast<int>(std::min<std::size_t>(kMaxBlocks, (work + per_block - 1) / per_block));
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(c.world));
   switch (c.dtype) {
-    case DType::kBF16: collective_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(c); break;
-    case DType::kF16: collective_kernel<__half><<<blocks, kThreads, 0, stream>>>(c); break;
+    case DType::kBF16: collective_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(c); break;
+    case DType::kF16: collective_kernel<__half><<<grid, kThreads, 0, stream>>>(c); break;
     default:
       FF_CHECK(!reduces || c.dtype == DType::kF32, ErrorCode::kUnsupported, "local group: sums of ",
                name_of(c.dtype), " (f32, bf16 or f16 only)");
-      collective_kernel<float><<<blocks, kThreads, 0, stream>>>(c);  // copies move any dtype
+      collective_kernel<float><<<grid, kThreads, 0, stream>>>(c);  // copies move any dtype
       break;
   }
   FF_CHECK_LAUNCH();

@@ -15,11 +15,10 @@ enum class Kind { kAllGather, kReduceScatter, kAllReduce, kAllToAll };
 
 inline constexpr int kMaxRanks = 8;
 
-/// One rank's part of a collective that every rank of the group enqueues, each once every
-/// rank's inputs are written (LocalGroup orders them with events); it waits for no one.
+/// A collective of one group: every rank's part, launched once every rank's inputs are
+/// written (LocalGroup orders the ranks' streams with events); it waits for no one.
 struct Collective {
   Kind kind = Kind::kAllGather;
-  int rank = 0;
   int world = 1;
   std::size_t count = 0;  ///< elements of a block of the collective (see Communicator)
   DType dtype = DType::kF32;
@@ -28,10 +27,10 @@ struct Collective {
   std::size_t block_bytes = 0;       ///< count · size of dtype (launch() sets it)
 };
 
-/// Enqueues rank c.rank's part on `stream`: all-gather, all-to-all and reduce-scatter write its
-/// own receive; all-reduce sums its slice of the elements into every rank's receive (only it
-/// touches that slice of any buffer, so a receive may be its send). Sums of f32, bf16 and f16,
-/// in f32.
+/// Enqueues every rank's part on `stream`, in one launch (blockIdx.y is the rank): all-gather,
+/// all-to-all and reduce-scatter write the rank's own receive; all-reduce sums the rank's slice
+/// of the elements into every rank's receive (only that part touches that slice of any buffer,
+/// so a receive may be its send). Sums of f32, bf16 and f16, in f32.
 void launch(const Collective& c, cudaStream_t stream);
 
 }  // namespace freezeframe::local_group

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "freezeframe/core/cuda_check.h"
@@ -46,8 +48,9 @@ struct Call {
   int group_size = 1;
   std::uint64_t number = 0;  ///< the rank's collectives so far, this one included
   bool capturing = false;    ///< the rank's stream is being captured (refused on every rank)
-  bool failed = false;       ///< the rank could not do its part (every rank then throws)
+  bool failed = false;       ///< the rank could not get ready (every rank then throws)
 };
+using Calls = std::array<Call, LocalGroup::kMaxRanks>;
 
 std::string describe(const Call& c) {
   std::ostringstream os;
@@ -56,34 +59,92 @@ std::string describe(const Call& c) {
   return os.str();
 }
 
-/// The ranks' meeting place on the host: a barrier that carries each rank's call, reports the
-/// ranks it waits for, and breaks when a rank leaves with an error.
+/// Why the ranks' calls cannot run, the same on every rank, or nothing.
+std::optional<std::pair<ErrorCode, std::string>> problem_of(const Calls& all, int world) {
+  std::ostringstream why;
+  for (int r = 0; r < world; ++r) {
+    if (all[r].failed) {
+      why << "local group: rank " << r << " failed before its " << describe(all[r])
+          << " (its error is its own)";
+      return std::pair{E::kCudaError, why.str()};
+    }
+  }
+  for (int r = 0; r < world; ++r) {
+    if (all[r].capturing) {
+      why << "local group: rank " << r << "'s " << describe(all[r])
+          << " is being captured, and a LocalGroup's collectives run between graphs, ordered "
+             "by events (a graph of one rank cannot wait for another's): capture the work "
+             "before and after it, as the engine does";
+      return std::pair{E::kUnsupported, why.str()};
+    }
+  }
+  for (int r = 1; r < world; ++r) {
+    const bool same =
+        all[r].kind == all[0].kind && all[r].count == all[0].count && all[r].dtype == all[0].dtype;
+    if (!same || all[r].group_size != all[0].group_size) {
+      why << "local group: rank 0 calls " << describe(all[0]);
+      if (same) why << " in groups of " << all[0].group_size;
+      why << " while rank " << r << " calls " << describe(all[r]);
+      if (same) why << " in groups of " << all[r].group_size;
+      why << " (every rank calls the same collectives in the same order)";
+      return std::pair{E::kInvalidArgument, why.str()};
+    }
+  }
+  const Call& c = all[0];
+  const bool reduces = c.kind == Kind::kReduceScatter || c.kind == Kind::kAllReduce;
+  if (reduces && c.dtype != DType::kF32 && c.dtype != DType::kBF16 && c.dtype != DType::kF16) {
+    why << "local group: " << name_of(c.kind) << " of " << name_of(c.dtype)
+        << " (sums are of f32, bf16 or f16)";
+    return std::pair{E::kUnsupported, why.str()};
+  }
+  return std::nullopt;
+}
+
+/// The ranks' meeting place on the host: a barrier that carries each rank's call, runs the
+/// collective's completion on the last rank to arrive, reports the ranks it waits for, and
+/// breaks when a rank leaves with an error. A rank waiting spins a little before it sleeps: a
+/// meeting is a few microseconds when every rank is on its way (ranks of one step run the same
+/// program), where a sleeping wait would take tens.
 class Meeting {
  public:
   Meeting(int world, std::chrono::milliseconds report_after)
       : world_(world), report_after_(report_after) {}
 
-  /// Publishes `call` as rank `rank`'s and returns every rank's once all have arrived.
-  std::array<Call, LocalGroup::kMaxRanks> meet(int rank, const Call& call) {
+  struct Met {
+    Calls calls;
+    std::string failure;  ///< what the completion reported, if it failed
+  };
+
+  /// Publishes `call` as rank `rank`'s; the last rank to arrive runs complete(calls), which
+  /// returns an empty string or why it failed, before anyone goes on. Returns every rank's call.
+  template <typename Complete>
+  Met meet(int rank, const Call& call, Complete&& complete) {
     std::unique_lock lock(mutex_);
     throw_if_broken();
     calls_[static_cast<std::size_t>(rank)] = call;
     here_[static_cast<std::size_t>(rank)] = true;
-    const std::uint64_t generation = generation_;
+    const std::uint64_t generation = generation_.load(std::memory_order_relaxed);
     if (++arrived_ == world_) {
-      met_ = calls_;
+      met_.calls = calls_;
+      met_.failure = complete(met_.calls);
       arrived_ = 0;
       here_.fill(false);
-      ++generation_;
-      changed_.notify_all();
+      generation_.store(generation + 1, std::memory_order_release);
+      if (sleepers_ > 0) changed_.notify_all();
       return met_;
     }
+    lock.unlock();
+    spin_while(generation);
+    lock.lock();
     const auto start = std::chrono::steady_clock::now();
-    while (!changed_.wait_for(lock, report_after_,
-                              [&] { return generation_ != generation || !broken_.empty(); })) {
+    ++sleepers_;
+    while (!changed_.wait_for(lock, report_after_, [&] {
+      return generation_.load(std::memory_order_relaxed) != generation || !broken_.empty();
+    })) {
       report_waiting(rank, call, std::chrono::steady_clock::now() - start);
     }
-    if (generation_ == generation) throw_if_broken();
+    --sleepers_;
+    if (generation_.load(std::memory_order_relaxed) == generation) throw_if_broken();
     // A meeting done is never undone: met_ changes only once this rank arrives again.
     return met_;
   }
@@ -105,6 +166,7 @@ class Meeting {
     } catch (...) {
     }
     broken_ = why.str();
+    is_broken_.store(true, std::memory_order_release);
     changed_.notify_all();
   }
 
@@ -114,9 +176,24 @@ class Meeting {
     arrived_ = 0;
     here_.fill(false);
     broken_.clear();
+    is_broken_.store(false, std::memory_order_release);
   }
 
  private:
+  /// Spins (without the lock) while the meeting of `generation` is still open, for a while.
+  void spin_while(std::uint64_t generation) const {
+    constexpr auto kSpin = std::chrono::microseconds(200);
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 0;; ++i) {
+      if (generation_.load(std::memory_order_acquire) != generation ||
+          is_broken_.load(std::memory_order_acquire)) {
+        return;
+      }
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return;
+      std::this_thread::yield();
+    }
+  }
+
   void throw_if_broken() const {
     if (!broken_.empty()) throw Error(code_, broken_, __FILE__, __LINE__);
   }
@@ -138,10 +215,13 @@ class Meeting {
   const std::chrono::milliseconds report_after_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::array<Call, LocalGroup::kMaxRanks> calls_{}, met_{};
+  Calls calls_{};
+  Met met_;
   std::array<bool, LocalGroup::kMaxRanks> here_{};
   int arrived_ = 0;
-  std::uint64_t generation_ = 0;
+  int sleepers_ = 0;
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<bool> is_broken_{false};
   std::string broken_;  // why every meeting now throws
   ErrorCode code_ = E::kInternal;
 };
@@ -153,95 +233,73 @@ struct LocalGroup::State {
   int device = 0;  // the CUDA device the group lives on
   Meeting meeting;
   std::vector<std::unique_ptr<Communicator>> ranks;
-  // Each rank's events: its inputs are ready (recorded before the first meeting) and its part
-  // is done (before the second). A rank is in one collective at a time, whatever its group.
-  std::vector<Event> ready, done;
+  // Each rank's inputs are ready (recorded before it meets the others); the collective is done
+  // (recorded by the rank that launched it, before the others leave the meeting). A rank is in
+  // one collective at a time, whatever its group, so one of each serves every collective.
+  std::vector<Event> ready;
+  Event done;
   std::array<std::uint64_t, kMaxRanks> collectives{};  // each rank's so far
 
   State(int world_size, std::chrono::milliseconds report_after)
       : world(world_size), meeting(world_size, report_after) {}
 
-  /// Every rank's call, checked alike on every rank: a mismatch is refused on all of them
-  /// (none is left waiting for a rank that threw). `own` is this rank's failure to do its part
-  /// so far, if any: rethrown here, once every rank knows of it.
-  std::array<Call, kMaxRanks> meet_and_check(int rank, Call call,
-                                             const std::exception_ptr& own = nullptr) {
-    call.failed = own != nullptr;
-    const std::array<Call, kMaxRanks> all = meeting.meet(rank, call);
-    if (own) std::rethrow_exception(own);
+  /// The collective of every group, on `stream` (the last rank to arrive's), once every rank's
+  /// inputs are written: each group's parts in one launch, then the done event.
+  void launch_all(int rank, const Calls& all, cudaStream_t stream) {
     for (int r = 0; r < world; ++r) {
-      FF_CHECK(!all[r].failed, E::kCudaError, "local group: rank ", r, " failed in its ",
-               describe(all[r]), " (its error is its own)");
+      if (r != rank)
+        FF_CUDA_CHECK(cudaStreamWaitEvent(stream, ready[static_cast<std::size_t>(r)].get()));
     }
-    for (int r = 0; r < world; ++r) {
-      FF_CHECK(!all[r].capturing, E::kUnsupported, "local group: rank ", r, "'s ", describe(all[r]),
-               " is being captured, and a LocalGroup's collectives run between graphs, ordered "
-               "by events (a graph of one rank cannot wait for another's): capture the work "
-               "before and after it, as the engine does");
+    const int size = all[0].group_size;
+    for (int first = 0; first < world; first += size) {
+      local_group::Collective c;
+      c.kind = all[0].kind;
+      c.world = size;
+      c.count = all[0].count;
+      c.dtype = all[0].dtype;
+      for (int r = 0; r < size; ++r) {
+        c.send[r] = all[first + r].send;
+        c.recv[r] = all[first + r].recv;
+      }
+      local_group::launch(c, stream);
     }
-    for (int r = 1; r < world; ++r) {
-      const bool same = all[r].kind == all[0].kind && all[r].count == all[0].count &&
-                        all[r].dtype == all[0].dtype;
-      FF_CHECK(same && all[r].group_size == all[0].group_size, E::kInvalidArgument,
-               "local group: rank 0 calls ", describe(all[0]),
-               same ? " in groups of " + std::to_string(all[0].group_size) : std::string(),
-               " while rank ", r, " calls ", describe(all[r]),
-               same ? " in groups of " + std::to_string(all[r].group_size) : std::string(),
-               " (every rank calls the same collectives in the same order)");
-    }
-    const bool reduces = call.kind == Kind::kReduceScatter || call.kind == Kind::kAllReduce;
-    FF_CHECK(!reduces || call.dtype == DType::kF32 || call.dtype == DType::kBF16 ||
-                 call.dtype == DType::kF16,
-             E::kUnsupported, "local group: ", name_of(call.kind), " of ", name_of(call.dtype),
-             " (sums are of f32, bf16 or f16)");
-    return all;
+    done.record(stream);
   }
 
-  /// Rank `rank`'s part of a collective of the ranks [first, first + size), called by every
-  /// rank of the group at once (each of its own group's). Nothing here waits for the device.
-  void run(int rank, int first, int size, Call call, cudaStream_t stream) {
+  /// Rank `rank`'s part of a collective of groups of `size` consecutive ranks, called by every
+  /// rank of the group at once (each for its own group). The last rank to arrive launches the
+  /// collective on its stream; every rank's stream then waits for it. Nothing here waits for
+  /// the device, and every wait a stream is given is for work already enqueued.
+  void run(int rank, int size, Call call, cudaStream_t stream) {
     const auto mine = static_cast<std::size_t>(rank);
     call.group_size = size;
     call.number = ++collectives[mine];
-    // The stream's state and its inputs' event, before the meeting: every rank learns whether
-    // any could not get ready, and throws alike.
-    std::exception_ptr failed;
+    std::exception_ptr own;
     try {
       cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
       FF_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
       call.capturing = status != cudaStreamCaptureStatusNone;
       if (!call.capturing) ready[mine].record(stream);
     } catch (...) {
-      failed = std::current_exception();
+      own = std::current_exception();
+      call.failed = true;
     }
-    const std::array<Call, kMaxRanks> all = meet_and_check(rank, call, failed);
-    // Every rank's ready event is recorded: each wait below is for work already enqueued.
-    try {
-      local_group::Collective c;
-      c.kind = call.kind;
-      c.rank = rank - first;
-      c.world = size;
-      c.count = call.count;
-      c.dtype = call.dtype;
-      for (int r = first; r < first + size; ++r) {
-        c.send[r - first] = all[r].send;
-        c.recv[r - first] = all[r].recv;
-        const cudaEvent_t inputs = ready[static_cast<std::size_t>(r)].get();
-        if (r != rank) FF_CUDA_CHECK(cudaStreamWaitEvent(stream, inputs));
+    const Meeting::Met met = meeting.meet(rank, call, [&](const Calls& all) -> std::string {
+      if (problem_of(all, world)) return {};  // every rank throws it below
+      try {
+        launch_all(rank, all, stream);
+      } catch (const Error& e) {
+        return "local group: rank " + std::to_string(rank) + " could not launch the " +
+               describe(call) + ": " + e.message();
       }
-      local_group::launch(c, stream);
-      done[mine].record(stream);
-    } catch (...) {
-      failed = std::current_exception();
+      return {};
+    });
+    if (own) std::rethrow_exception(own);
+    if (const auto problem = problem_of(met.calls, world)) {
+      throw Error(problem->first, problem->second, __FILE__, __LINE__);
     }
-    // Every rank's part is enqueued, its done event recorded: before its next work each rank
-    // waits for them all, so none overwrites a buffer another's part still reads, or reads one
-    // another's part still writes.
-    (void)meet_and_check(rank, call, failed);
-    for (int r = first; r < first + size; ++r) {
-      const cudaEvent_t part = done[static_cast<std::size_t>(r)].get();
-      if (r != rank) FF_CUDA_CHECK(cudaStreamWaitEvent(stream, part));
-    }
+    FF_CHECK(met.failure.empty(), E::kCudaError, met.failure);
+    FF_CUDA_CHECK(cudaStreamWaitEvent(stream, done.get()));
   }
 };
 
@@ -258,19 +316,19 @@ class LocalRank final : public Communicator {
 
   void all_gather(const void* send, void* recv, std::size_t count, DType dtype,
                   cudaStream_t stream) override {
-    group_.run(rank_, first_, size_, {Kind::kAllGather, send, recv, count, dtype}, stream);
+    group_.run(rank_, size_, {Kind::kAllGather, send, recv, count, dtype}, stream);
   }
   void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
                       cudaStream_t stream) override {
-    group_.run(rank_, first_, size_, {Kind::kReduceScatter, send, recv, count, dtype}, stream);
+    group_.run(rank_, size_, {Kind::kReduceScatter, send, recv, count, dtype}, stream);
   }
   void all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
                   cudaStream_t stream) override {
-    group_.run(rank_, first_, size_, {Kind::kAllReduce, send, recv, count, dtype}, stream);
+    group_.run(rank_, size_, {Kind::kAllReduce, send, recv, count, dtype}, stream);
   }
   void all_to_all(const void* send, void* recv, std::size_t count, DType dtype,
                   cudaStream_t stream) override {
-    group_.run(rank_, first_, size_, {Kind::kAllToAll, send, recv, count, dtype}, stream);
+    group_.run(rank_, size_, {Kind::kAllToAll, send, recv, count, dtype}, stream);
   }
 
  private:
@@ -291,10 +349,7 @@ LocalGroup::LocalGroup(int world_size, std::chrono::milliseconds report_after) {
            "local group: report_after must be positive, got ", report_after.count(), " ms");
   state_ = std::make_unique<State>(world_size, report_after);
   FF_CUDA_CHECK(cudaGetDevice(&state_->device));
-  for (int r = 0; r < world_size; ++r) {
-    state_->ready.emplace_back();
-    state_->done.emplace_back();
-  }
+  for (int r = 0; r < world_size; ++r) state_->ready.emplace_back();
   // Every group of consecutive ranks whose size divides the world's, made here so ranks may
   // ask for theirs from their own threads.
   for (int size = 1; size <= world_size; ++size) {

@@ -74,16 +74,17 @@ TEST(EngineNvtx, RangesOfPlanCaptureStepReplayAndAttention) {
   EXPECT_EQ(pieces[0], step);
   EXPECT_EQ(pieces[1], "metadata_upload");
   EXPECT_EQ(pieces[2], piece + "0]");
-  EXPECT_EQ(pieces[3], "attention[layer=0,backend=paged_decode]");
+  // The spec names the backend by its alias; the range by its own name.
+  EXPECT_EQ(pieces[3], "attention[layer=0,backend=paged]");
   EXPECT_EQ(pieces[4], piece + "1]");
-  EXPECT_EQ(pieces[5], "attention[layer=1,backend=paged_decode]");
+  EXPECT_EQ(pieces[5], "attention[layer=1,backend=paged]");
   EXPECT_EQ(pieces[6], piece + "2]");
 
   // Eagerly, every attention forward is a range of its own.
   mark = recorded_events().size();
   (void)engine.step(decode.batch(), {.eager = true});
   const std::vector<std::string> eager = pushes_since(mark);
-  EXPECT_TRUE(contains(eager, "attention[layer=1,backend=paged_decode]"));
+  EXPECT_TRUE(contains(eager, "attention[layer=1,backend=paged]"));
   EXPECT_FALSE(contains(eager, "replay[size=4,mode=full]"));
 
   // Layer by layer: one full graph per layer, each replayed in its own range.

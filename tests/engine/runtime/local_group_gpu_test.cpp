@@ -245,6 +245,9 @@ void check_every_collective(LocalGroup& group, bool graphs, int group_size = 0) 
             FF_CUDA_CHECK(cudaMemcpy(staged[r].data(), replay_sends[r].data(),
                                      replay_sends[r].bytes(), cudaMemcpyHostToDevice));
           }
+          // A copy from pageable memory may return before its DMA lands, and the ranks'
+          // streams do not wait for the legacy stream: wait for the device.
+          FF_CUDA_CHECK(cudaDeviceSynchronize());
           group.run([&](int r) {
             const cudaStream_t s = ranks[r].stream.get();
             if (r == replay % ranks_in_all) delay(s);

@@ -5,11 +5,12 @@
 // collectives in the same order as the others, as NCCL ranks do.
 //
 // The contract (docs/DESIGN.md, "The local group", says why):
-// - A collective is ordered by CUDA events, never by a kernel waiting for another: the ranks
-//   meet on the host, each rank's stream waits for every rank's inputs (events recorded before
-//   the meeting), runs its part, and waits for every rank's part before its next work. No
-//   device work ever waits for work that is not already enqueued, so no rank can hold the
-//   others up on the device, whatever it does between collectives.
+// - A collective is ordered by CUDA events, never by a kernel waiting for another: each rank
+//   records that its inputs are ready and meets the others on the host; the last to arrive
+//   launches every rank's part in one kernel on its stream, after every rank's ready event, and
+//   records it done; every rank's stream waits for that before its next work. No device work
+//   ever waits for work that is not already enqueued, so no rank can hold the others up on the
+//   device, whatever it does between collectives.
 // - A collective is not captured: a graph of one rank cannot wait for another rank's. The
 //   engine ends its captured pieces at the collectives and runs them between (a capture that
 //   reaches one is refused on every rank alike).
