@@ -96,6 +96,12 @@ void SpecParser::parse_model(const YAML::Node& m) {
       model.intermediate_size = static_cast<int>(*c);
   }
   if (auto v = r_.read_bool(m, "builtin_weights", "model")) model.builtin_weights = *v;
+  // The checkpoint's own weights need a checkpoint: planning none would leave the weights out.
+  if (!model.builtin_weights && !from_file) {
+    r_.problem(SpecReader::child(m, "builtin_weights"), "model.builtin_weights",
+               "false asks for a checkpoint's weights, and the spec names no model.checkpoint; "
+               "name one, or leave builtin_weights true for random weights");
+  }
   if (auto v = r_.read_int(m, "vocab_size", "model", 1, kMaxVocab)) {
     model.vocab_size = static_cast<int>(*v);
     agree("vocab_size", static_cast<double>(*v));

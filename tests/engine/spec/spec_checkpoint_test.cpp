@@ -196,6 +196,18 @@ TEST(SpecCheckpoint, AMissingCheckpointNamesItsFetchCommand) {
       << m;
 }
 
+// builtin_weights: false without a checkpoint is refused where it is written, not planned
+// without weights.
+TEST(SpecCheckpoint, CheckpointWeightsWithoutACheckpointAreRefused) {
+  const std::string m = message_of(
+      "model:\n  name: m\n  num_layers: 2\n  hidden_size: 256\n  num_heads: 4\n"
+      "  intermediate_size: 512\n  vocab_size: 1000\n  builtin_weights: false\n");
+  EXPECT_NE(m.find(":8:20: model.builtin_weights: false asks for a checkpoint's weights, and "
+                   "the spec names no model.checkpoint"),
+            std::string::npos)
+      << m;
+}
+
 TEST(SpecCheckpoint, AgreeingDuplicatesAreFine) {
   const EngineSpec spec = spec_of("model:\n  checkpoint: " + kCheckpoints + R"(llama-3.1-8b
   num_layers: 32
