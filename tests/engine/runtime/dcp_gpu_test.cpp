@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/runtime/model_shapes.h"
 #include "engine/runtime/reference_runs.h"
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/base/error.h"
@@ -45,26 +46,6 @@ constexpr int kSequences = 4, kSteps = 40, kBlockSize = 16, kChunk = 8;
 // Each sequence's prompt and the step it starts at; the last prompt comes in one chunk.
 constexpr int kPrompt[kSequences] = {1, 5, 37, 150};
 constexpr int kStart[kSequences] = {0, 0, 2, 10};
-
-/// DeepSeek-V2-Lite's attention and dense MLP (two layers; its query uncompressed): every rank
-/// holds the whole latent cache's shape, so D may equal T.
-std::string mla_model() {
-  return "model:\n"
-         "  name: deepseek-v2-lite-shaped\n"
-         "  num_layers: 2\n"
-         "  hidden_size: 2048\n"
-         "  num_heads: 16\n"
-         "  intermediate_size: 10944\n"
-         "  vocab_size: 102400\n"
-         "  tie_word_embeddings: false\n"
-         "  dtype: bf16\n"
-         "  rope_theta: 10000\n"
-         "  max_position_embeddings: 2048\n"
-         "  mla: {kv_lora_rank: 512, q_lora_rank: null, qk_nope_head_dim: 128,\n"
-         "        qk_rope_head_dim: 64, v_head_dim: 128}\n"
-         "  attention:\n"
-         "    backend: reference_mla\n";
-}
 
 std::string dense_model(const std::string& backend) {
   return "model:\n"
@@ -86,7 +67,8 @@ std::string dense_model(const std::string& backend) {
 
 std::string spec_text(int t, int d, int interleave, const std::string& graphs,
                       const std::string& backend = "paged_decode") {
-  const std::string model = backend == "reference_mla" ? mla_model() : dense_model(backend);
+  const std::string model =
+      backend == "reference_mla" ? testing::deepseek_v2_lite_shaped_model() : dense_model(backend);
   return model +
          "cache:\n  block_size: 16\n  memory_budget: 4GiB\n"
          "scheduler:\n  max_num_seqs: 16\n  max_num_batched_tokens: 256\n"

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/runtime/model_shapes.h"
 #include "engine/runtime/reference_runs.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "freezeframe/engine/runtime/local_group.h"
@@ -253,27 +254,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TensorParallel,
 /// or through a 1536-wide latent (DeepSeek-V2's). Each rank holds its heads' query and key/value
 /// up-projection rows and o_proj columns, and the whole latent cache.
 std::string mla_spec(int q_lora_rank, int t, const std::string& graph_mode = "full_and_piecewise") {
-  return "model:\n"
-         "  name: deepseek-v2-lite-shaped\n"
-         "  num_layers: 2\n"
-         "  hidden_size: 2048\n"
-         "  num_heads: 16\n"
-         "  intermediate_size: 10944\n"
-         "  vocab_size: 102400\n"
-         "  tie_word_embeddings: false\n"
-         "  dtype: bf16\n"
-         "  rope_theta: 10000\n"
-         "  max_position_embeddings: 2048\n"
-         "  mla:\n"
-         "    kv_lora_rank: 512\n"
-         "    q_lora_rank: " +
-         (q_lora_rank > 0 ? std::to_string(q_lora_rank) : std::string("null")) +
-         "\n"
-         "    qk_nope_head_dim: 128\n"
-         "    qk_rope_head_dim: 64\n"
-         "    v_head_dim: 128\n"
-         "  attention:\n"
-         "    backend: reference_mla\n"
+  return testing::deepseek_v2_lite_shaped_model(q_lora_rank) +
          "cache:\n  block_size: 16\n  memory_budget: 4GiB\n"
          "scheduler:\n  max_num_seqs: 16\n  max_num_batched_tokens: 256\n"
          "cuda_graphs:\n  mode: " +
