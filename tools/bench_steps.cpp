@@ -177,7 +177,6 @@ std::string Breakdown::json() const {
 
 std::string cell(double ms) { return ms > 0 ? std::to_string(ms).substr(0, 6) : std::string("-"); }
 
-
 /// A decode row: every mode, the host times and the breakdown.
 Row time_decode(Engine& engine, int b, int context, int iterations, std::mt19937& rng) {
   const DecodeBatch decode(b, context, engine.limits(),
