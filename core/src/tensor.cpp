@@ -73,6 +73,18 @@ TensorView TensorView::select(int d, std::int64_t index) const {
   return out;
 }
 
+TensorView TensorView::narrow(int d, std::int64_t start, std::int64_t length) const {
+  checked_dim(d);
+  FF_CHECK(start >= 0 && length >= 0 && start <= shape_[d] && length <= shape_[d] - start,
+           ErrorCode::kInvalidArgument, "elements [", start, ", ", start, " + ", length,
+           ") are outside dimension ", d, " of ", describe());
+  TensorView out = *this;
+  out.data_ = static_cast<std::uint8_t*>(data_) +
+              start * strides_[d] * static_cast<std::int64_t>(size_of(dtype_));
+  out.shape_[d] = length;
+  return out;
+}
+
 TensorView TensorView::reshape(std::span<const std::int64_t> shape) const {
   FF_CHECK(is_contiguous(), ErrorCode::kInvalidArgument, "cannot reshape the strided view ",
            describe());

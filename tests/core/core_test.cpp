@@ -64,6 +64,27 @@ TEST(TensorView, StridedViewReportsItsSpan) {
   EXPECT_EQ(t.span_bytes(), (3 * 8 + 1 + 1) * 4);
 }
 
+// Columns of each row (q, k, v inside a qkv tensor) and rows, the strides kept; a range past
+// the dimension refused.
+TEST(TensorView, NarrowKeepsTheStrides) {
+  float data[5 * 12];
+  const TensorView qkv(data, DType::kF32, {5, 12}, Device::cpu());
+  const TensorView k = qkv.narrow(1, 8, 2);
+  EXPECT_EQ(k.data(), data + 8);
+  EXPECT_EQ(k.size(0), 5);
+  EXPECT_EQ(k.size(1), 2);
+  EXPECT_EQ(k.stride(0), 12);
+  EXPECT_FALSE(k.is_contiguous());
+  EXPECT_EQ(k.span_bytes(), (4 * 12 + 1 + 1) * 4);
+  const TensorView rows = qkv.narrow(0, 1, 3);
+  EXPECT_EQ(rows.data(), data + 12);
+  EXPECT_TRUE(rows.is_contiguous());
+  EXPECT_EQ(qkv.narrow(1, 12, 0).size(1), 0) << "an empty range at the end";
+  EXPECT_THROW((void)qkv.narrow(1, 10, 3), Error);
+  EXPECT_THROW((void)qkv.narrow(1, -1, 2), Error);
+  EXPECT_THROW((void)qkv.narrow(2, 0, 1), Error);
+}
+
 TEST(Error, CarriesCodeFileLineAndMessage) {
   try {
     FF_CHECK(1 + 1 == 3, ErrorCode::kInvalidArgument, "num_heads (", 7, ") is odd");

@@ -63,6 +63,9 @@ class TensorView {
   [[nodiscard]] std::int64_t span_bytes() const;
   /// The view with dimension `d` fixed at `index` (one dimension fewer).
   [[nodiscard]] TensorView select(int d, std::int64_t index) const;
+  /// The view of elements [start, start + length) along dimension `d`, the strides kept: rows
+  /// of a tensor, or columns of each row (a projection's q, k or v inside qkv).
+  [[nodiscard]] TensorView narrow(int d, std::int64_t start, std::int64_t length) const;
   /// The same memory seen with another shape of the same element count (contiguous only).
   [[nodiscard]] TensorView reshape(std::span<const std::int64_t> shape) const;
   [[nodiscard]] TensorView reshape(std::initializer_list<std::int64_t> shape) const {
