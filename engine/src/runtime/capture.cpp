@@ -59,12 +59,11 @@ void Engine::State::build_segments() {
   const int n = runner->num_ops();
   // A collective no graph may capture (a LocalGroup's) runs eagerly between the graphs of every
   // mode, which end before it and start after it.
-  const auto add_graphs = [&](std::vector<Segment>& segments, int begin, int end,
-                              const std::string& label, int sharing_group) {
+  const auto add_full = [&](int begin, int end, const std::string& label) {
     int part = 0;
     for (int i = begin; i < end;) {
       if (runner->runs_between_graphs(i)) {
-        segments.push_back({i, i + 1, false, ""});
+        full_segments.push_back({i, i + 1, false, ""});
         ++i;
         continue;
       }
@@ -73,7 +72,7 @@ void Engine::State::build_segments() {
       const bool whole = i == begin && j == end;
       std::string name = label;
       if (!whole) name += (name.empty() ? "part=" : ",part=") + std::to_string(part++);
-      segments.push_back({i, j, true, name, sharing_group});
+      full_segments.push_back({i, j, true, name});
       i = j;
     }
   };
@@ -84,11 +83,11 @@ void Engine::State::build_segments() {
       const int layer = runner->layer_of(i);
       const std::string name =
           layer >= 0 ? std::to_string(layer) : (i == 0 ? "embedding" : "lm_head");
-      add_graphs(full_segments, i, j, "layer=" + name, 0);
+      add_full(i, j, "layer=" + name);
       i = j;
     }
   } else {
-    add_graphs(full_segments, 0, n, "", 0);
+    add_full(0, n, "");
   }
   int piece = 0;
   // Pieces with the same ops (a decoder's middle pieces: one layer's tail, the next one's

@@ -59,43 +59,44 @@ std::string describe(const Call& c) {
   return os.str();
 }
 
-/// Why the ranks' calls cannot run, the same on every rank, or nothing.
+/// Why the ranks' calls cannot run, the same on every rank, or nothing (on the step path: no
+/// text is made unless there is a problem).
 std::optional<std::pair<ErrorCode, std::string>> problem_of(const Calls& all, int world) {
-  std::ostringstream why;
+  using detail::concat;
   for (int r = 0; r < world; ++r) {
     if (all[r].failed) {
-      why << "local group: rank " << r << " failed before its " << describe(all[r])
-          << " (its error is its own)";
-      return std::pair{E::kCudaError, why.str()};
+      return std::pair{E::kCudaError, concat("local group: rank ", r, " failed before its ",
+                                             describe(all[r]), " (its error is its own)")};
     }
   }
   for (int r = 0; r < world; ++r) {
     if (all[r].capturing) {
-      why << "local group: rank " << r << "'s " << describe(all[r])
-          << " is being captured, and a LocalGroup's collectives run between graphs, ordered "
-             "by events (a graph of one rank cannot wait for another's): capture the work "
-             "before and after it, as the engine does";
-      return std::pair{E::kUnsupported, why.str()};
+      return std::pair{
+          E::kUnsupported,
+          concat("local group: rank ", r, "'s ", describe(all[r]),
+                 " is being captured, and a LocalGroup's collectives run between graphs, ordered "
+                 "by events (a graph of one rank cannot wait for another's): capture the work "
+                 "before and after it, as the engine does")};
     }
   }
   for (int r = 1; r < world; ++r) {
     const bool same =
         all[r].kind == all[0].kind && all[r].count == all[0].count && all[r].dtype == all[0].dtype;
     if (!same || all[r].group_size != all[0].group_size) {
-      why << "local group: rank 0 calls " << describe(all[0]);
-      if (same) why << " in groups of " << all[0].group_size;
-      why << " while rank " << r << " calls " << describe(all[r]);
-      if (same) why << " in groups of " << all[r].group_size;
-      why << " (every rank calls the same collectives in the same order)";
-      return std::pair{E::kInvalidArgument, why.str()};
+      const auto groups = [&](int rank) {
+        return same ? concat(" in groups of ", all[rank].group_size) : std::string();
+      };
+      return std::pair{E::kInvalidArgument,
+                       concat("local group: rank 0 calls ", describe(all[0]), groups(0),
+                              " while rank ", r, " calls ", describe(all[r]), groups(r),
+                              " (every rank calls the same collectives in the same order)")};
     }
   }
   const Call& c = all[0];
   const bool reduces = c.kind == Kind::kReduceScatter || c.kind == Kind::kAllReduce;
   if (reduces && c.dtype != DType::kF32 && c.dtype != DType::kBF16 && c.dtype != DType::kF16) {
-    why << "local group: " << name_of(c.kind) << " of " << name_of(c.dtype)
-        << " (sums are of f32, bf16 or f16)";
-    return std::pair{E::kUnsupported, why.str()};
+    return std::pair{E::kUnsupported, concat("local group: ", name_of(c.kind), " of ",
+                                             name_of(c.dtype), " (sums are of f32, bf16 or f16)")};
   }
   return std::nullopt;
 }
