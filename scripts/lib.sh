@@ -5,6 +5,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PRESET="${FREEZEFRAME_PRESET:-release}"
+# Header-only libraries (nlohmann/json) that scripts/gpu-bundle copies for a GPU machine that
+# has no package of them and cannot install one.
+CARRIED_DEPS="$ROOT/.carry/deps"
 
 log() { printf '== %s\n' "$*"; }
 
@@ -29,6 +32,9 @@ missing_dependencies() {
     /usr/local/lib/cmake/yaml-cpp/yaml-cpp-config.cmake || echo libyaml-cpp-dev
   any_exists /usr/lib/*/cmake/GTest/GTestConfig.cmake /usr/lib/cmake/GTest/GTestConfig.cmake \
     /usr/local/lib/cmake/GTest/GTestConfig.cmake || echo libgtest-dev
+  any_exists /usr/share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake \
+    /usr/lib/*/cmake/nlohmann_json/nlohmann_jsonConfig.cmake "$CARRIED_DEPS"/share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake \
+    /usr/local/share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake || echo nlohmann-json3-dev
 }
 
 # Packages are installed only when something is missing, so a machine without network access
@@ -61,6 +67,8 @@ configure_and_build() {
   cd "$ROOT"
   local archs=()
   [ -z "${CUDAARCHS:-}" ] || archs=("-DCMAKE_CUDA_ARCHITECTURES=$CUDAARCHS")
+  # Header-only libraries carried to a machine that cannot install them (scripts/gpu-bundle).
+  [ ! -d "$CARRIED_DEPS" ] || archs+=("-DCMAKE_PREFIX_PATH=$CARRIED_DEPS")
   log "configure ($PRESET${CUDAARCHS:+, CUDA architectures $CUDAARCHS})"
   cmake --preset "$PRESET" "${archs[@]}" >/dev/null
   log "build ($PRESET)"

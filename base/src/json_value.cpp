@@ -1,232 +1,225 @@
 #include "freezeframe/base/json_value.h"
 
-#include <charconv>
+#include <nlohmann/json.hpp>
+
 #include <cmath>
-#include <unordered_set>
+#include <cstdint>
+#include <iterator>
+#include <limits>
+#include <unordered_map>
 
 #include "freezeframe/base/error.h"
-#include "freezeframe/base/printable.h"
-#include "freezeframe/base/utf8.h"
 
 namespace freezeframe {
 namespace {
 
-class Parser {
+// nlohmann/json parses; this file only builds the tree, with each value's offset. The parser
+// reads its input one character at a time through this iterator, which publishes how far it
+// has read: when the parser reports a value, that is the end of the value's token (one past it
+// for a number, whose end the parser learns from the next character).
+class CountingIterator {
  public:
-  Parser(std::string_view text, const std::string& source) : t_(text), source_(source) {}
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
 
-  JsonValue document() {
-    JsonValue v = value(0);
-    skip_space();
-    if (at_ != t_.size()) fail("text after the JSON value");
-    return v;
+  CountingIterator(const char* at, const char* base, std::size_t* read)
+      : at_(at), base_(base), read_(read) {}
+  reference operator*() const { return *at_; }
+  CountingIterator& operator++() {
+    ++at_;
+    *read_ = static_cast<std::size_t>(at_ - base_);
+    return *this;
+  }
+  CountingIterator operator++(int) {
+    CountingIterator before = *this;
+    ++*this;
+    return before;
+  }
+  friend bool operator==(const CountingIterator& a, const CountingIterator& b) {
+    return a.at_ == b.at_;
   }
 
  private:
-  [[noreturn]] void fail(std::string_view what) const { fail_at(at_, what); }
+  const char* at_;
+  const char* base_;
+  std::size_t* read_;
+};
+
+bool is_number_char(char c) {
+  return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+}
+
+// Receives the parser's events (nlohmann's SAX interface) and builds JsonValues. Objects keep
+// the last value of a repeated key, at the place the key first appeared, as Python's json (and
+// so transformers) does.
+class TreeBuilder {
+ public:
+  using number_integer_t = std::int64_t;
+  using number_unsigned_t = std::uint64_t;
+  using number_float_t = double;
+  using string_t = std::string;
+  using binary_t = nlohmann::json::binary_t;
+
+  TreeBuilder(std::string_view text, const std::string& source) : t_(text), source_(source) {}
+
+  JsonValue take() { return std::move(root_); }
+  std::size_t* read() { return &read_; }
+
+  bool null() { return add(JsonValue::Kind::kNull, read_ - 4); }
+  bool boolean(bool b) {
+    JsonValue& v = add_value(JsonValue::Kind::kBool, read_ - (b ? 4 : 5));
+    v.boolean = b;
+    return true;
+  }
+  bool number_integer(std::int64_t n) {
+    JsonValue& v = add_value(JsonValue::Kind::kNumber, number_start());
+    v.number = double(n);
+    v.integral = true;
+    v.integer = n;
+    return true;
+  }
+  bool number_unsigned(std::uint64_t n) {
+    JsonValue& v = add_value(JsonValue::Kind::kNumber, number_start());
+    v.number = double(n);
+    v.integral = n <= std::uint64_t(std::numeric_limits<std::int64_t>::max());
+    if (v.integral) v.integer = std::int64_t(n);
+    return true;
+  }
+  bool number_float(double d, const std::string& /*text*/) {
+    const std::size_t at = number_start();
+    if (!std::isfinite(d)) fail_at(at, "a number out of range");
+    add_value(JsonValue::Kind::kNumber, at).number = d;
+    return true;
+  }
+  bool string(std::string& s) {
+    add_value(JsonValue::Kind::kString, string_start()).string = std::move(s);
+    return true;
+  }
+  bool binary(binary_t& /*unused*/) { return false; }  // never produced from JSON text
+  bool start_object(std::size_t /*unknown*/) { return open(JsonValue::Kind::kObject); }
+  bool key(std::string& k) {
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() {
+    keep_last_of_repeated_keys(*open_.back());
+    open_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t /*unknown*/) { return open(JsonValue::Kind::kArray); }
+  bool end_array() {
+    open_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string& /*token*/,
+                   const nlohmann::detail::exception& e) {
+    if (e.id == 406) fail_at(number_start(), "a number out of range");  // past a double
+    // "[json.exception.parse_error.101] parse error at line 1, column 6: syntax error ...":
+    // the part after the position, which this file names in its own form.
+    std::string_view what = e.what();
+    if (const std::size_t id_end = what.find("] ");
+        what.starts_with("[json.") && id_end != what.npos) {
+      what.remove_prefix(id_end + 2);
+    }
+    if (what.starts_with("parse error at line ")) {
+      const std::size_t colon = what.find(": ");
+      if (colon != what.npos) what.remove_prefix(colon + 2);
+    }
+    fail_at(position == 0 ? 0 : position - 1, what);
+  }
+
+ private:
   [[noreturn]] void fail_at(std::size_t offset, std::string_view what) const {
     FF_THROW(ErrorCode::kInvalidArgument, source_, ":", json_position(t_, offset), ": ", what);
   }
 
-  void skip_space() {
-    while (at_ < t_.size() &&
-           (t_[at_] == ' ' || t_[at_] == '\t' || t_[at_] == '\n' || t_[at_] == '\r')) {
-      ++at_;
+  // Where the token the parser has just read starts (see CountingIterator).
+  std::size_t number_start() const {
+    std::size_t at = read_;
+    if (at > 0 && at <= t_.size() && !is_number_char(t_[at - 1])) --at;
+    while (at > 0 && is_number_char(t_[at - 1])) --at;
+    return at;
+  }
+  std::size_t string_start() const {
+    // The closing quote is at read_ - 1; inside the string a quote is always escaped, so the
+    // opening one is the first quote before it not preceded by an odd run of backslashes.
+    std::size_t at = read_ - 1;
+    while (at > 0) {
+      --at;
+      if (t_[at] != '"') continue;
+      std::size_t slashes = 0;
+      while (slashes < at && t_[at - 1 - slashes] == '\\') ++slashes;
+      if (slashes % 2 == 0) return at;
     }
+    return 0;
   }
 
-  void expect_word(std::string_view word) {
-    if (t_.substr(at_, word.size()) != word) fail("not a JSON value");
-    at_ += word.size();
-  }
-
-  JsonValue value(int depth) {
-    skip_space();
-    if (at_ >= t_.size()) fail("the text ends where a value should be");
+  JsonValue& add_value(JsonValue::Kind kind, std::size_t offset) {
     if (++values_ > kMaxJsonValues) {
-      fail("more than " + std::to_string(kMaxJsonValues) + " values in one JSON text");
+      fail_at(offset, "more than " + std::to_string(kMaxJsonValues) + " values in one JSON text");
     }
-    JsonValue v;
-    v.offset = at_;
-    const char c = t_[at_];
-    if (c == '{' || c == '[') {
-      if (depth >= kMaxJsonDepth) fail("nested deeper than " + std::to_string(kMaxJsonDepth));
-      ++at_;
-      (c == '{' ? object(v, depth) : array(v, depth));
-    } else if (c == '"') {
-      v.kind = JsonValue::Kind::kString;
-      v.string = string();
-    } else if (c == 't') {
-      expect_word("true");
-      v.kind = JsonValue::Kind::kBool;
-      v.boolean = true;
-    } else if (c == 'f') {
-      expect_word("false");
-      v.kind = JsonValue::Kind::kBool;
-    } else if (c == 'n') {
-      expect_word("null");
-    } else {
-      v.kind = JsonValue::Kind::kNumber;
-      v.number = number();
-    }
-    return v;
-  }
-
-  void object(JsonValue& v, int depth) {
-    v.kind = JsonValue::Kind::kObject;
-    std::unordered_set<std::string> keys;
-    skip_space();
-    if (at_ < t_.size() && t_[at_] == '}') {
-      ++at_;
-      return;
-    }
-    while (true) {
-      skip_space();
-      if (at_ >= t_.size() || t_[at_] != '"') fail("expected a key in quotes");
-      const std::size_t key_at = at_;
-      std::string key = string();
-      if (!keys.insert(key).second) fail_at(key_at, "the key " + quote(key) + " appears twice");
-      skip_space();
-      if (at_ >= t_.size() || t_[at_] != ':') fail("expected ':' after a key");
-      ++at_;
-      JsonValue member = value(depth + 1);
-      v.members.emplace_back(std::move(key), std::move(member));
-      skip_space();
-      if (at_ < t_.size() && t_[at_] == ',') {
-        ++at_;
-      } else if (at_ < t_.size() && t_[at_] == '}') {
-        ++at_;
-        return;
+    JsonValue* v = &root_;
+    if (!open_.empty()) {
+      JsonValue& parent = *open_.back();
+      if (parent.kind == JsonValue::Kind::kArray) {
+        v = &parent.items.emplace_back();
       } else {
-        fail("expected ',' or '}' in an object");
+        v = &parent.members.emplace_back(std::move(key_), JsonValue{}).second;
       }
     }
+    v->kind = kind;
+    v->offset = offset;
+    return *v;
   }
-
-  void array(JsonValue& v, int depth) {
-    v.kind = JsonValue::Kind::kArray;
-    skip_space();
-    if (at_ < t_.size() && t_[at_] == ']') {
-      ++at_;
-      return;
-    }
-    while (true) {
-      v.items.push_back(value(depth + 1));
-      skip_space();
-      if (at_ < t_.size() && t_[at_] == ',') {
-        ++at_;
-      } else if (at_ < t_.size() && t_[at_] == ']') {
-        ++at_;
-        return;
-      } else {
-        fail("expected ',' or ']' in an array");
-      }
-    }
+  bool add(JsonValue::Kind kind, std::size_t offset) {
+    add_value(kind, offset);
+    return true;
   }
-
-  unsigned hex4() {
-    if (t_.size() - at_ < 4) fail("a \\u escape needs four hex digits");
-    unsigned v = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = t_[at_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') {
-        v |= unsigned(c - '0');
-      } else if (c >= 'a' && c <= 'f') {
-        v |= unsigned(c - 'a' + 10);
-      } else if (c >= 'A' && c <= 'F') {
-        v |= unsigned(c - 'A' + 10);
-      } else {
-        fail("a \\u escape needs four hex digits");
-      }
+  // A parent stays where it is while its children are added: only the innermost open value
+  // grows, and each pointer below it points into a value that is not growing.
+  bool open(JsonValue::Kind kind) {
+    const std::size_t at = read_ - 1;
+    if (open_.size() >= std::size_t(kMaxJsonDepth)) {
+      fail_at(at, "nested deeper than " + std::to_string(kMaxJsonDepth));
     }
-    return v;
+    open_.push_back(&add_value(kind, at));
+    return true;
   }
-
-  std::string string() {
-    ++at_;  // the opening quote
-    std::string out;
-    while (true) {
-      if (at_ >= t_.size()) fail("a string is not closed");
-      const char c = t_[at_];
-      if (c == '"') {
-        ++at_;
-        return out;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) fail("a control character inside a string");
-      if (c != '\\') {
-        // Copy the run up to the next quote, escape or control character (already valid UTF-8).
-        const std::size_t start = at_;
-        while (at_ < t_.size() && t_[at_] != '"' && t_[at_] != '\\' &&
-               static_cast<unsigned char>(t_[at_]) >= 0x20) {
-          ++at_;
+  static void keep_last_of_repeated_keys(JsonValue& object) {
+    auto& members = object.members;
+    if (members.size() < 2) return;
+    std::vector<bool> dropped(members.size(), false);
+    bool repeated = false;
+    {
+      std::unordered_map<std::string_view, std::size_t> first;
+      first.reserve(members.size());
+      for (std::size_t i = 0; i < members.size(); ++i) {
+        const auto [it, fresh] = first.emplace(members[i].first, i);
+        if (!fresh) {
+          members[it->second].second = std::move(members[i].second);
+          dropped[i] = repeated = true;
         }
-        out.append(t_.substr(start, at_ - start));
-        continue;
-      }
-      if (++at_ >= t_.size()) fail("a string is not closed");
-      const char e = t_[at_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          const std::size_t escape_at = at_ - 2;
-          char32_t cp = hex4();
-          if (cp >= 0xDC00 && cp <= 0xDFFF) fail_at(escape_at, "a lone low surrogate escape");
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (t_.substr(at_, 2) != "\\u") fail_at(escape_at, "a high surrogate escape alone");
-            at_ += 2;
-            const char32_t low = hex4();
-            if (low < 0xDC00 || low > 0xDFFF) {
-              fail_at(escape_at, "a high surrogate escape without its low half");
-            }
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          }
-          utf8::append(out, cp);
-          break;
-        }
-        default: fail_at(at_ - 2, "an unknown escape in a string");
       }
     }
-  }
-
-  double number() {
-    // JSON's grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-    const std::size_t start = at_;
-    auto digits = [&] {
-      const std::size_t from = at_;
-      while (at_ < t_.size() && t_[at_] >= '0' && t_[at_] <= '9') ++at_;
-      return at_ - from;
-    };
-    if (at_ < t_.size() && t_[at_] == '-') ++at_;
-    const std::size_t int_at = at_;
-    const std::size_t n = digits();
-    if (n == 0) fail_at(start, "not a JSON value");
-    if (n > 1 && t_[int_at] == '0') fail_at(start, "a number with a leading zero");
-    if (at_ < t_.size() && t_[at_] == '.') {
-      ++at_;
-      if (digits() == 0) fail_at(start, "a number with no digits after '.'");
+    if (!repeated) return;
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      if (dropped[i]) continue;
+      if (kept != i) members[kept] = std::move(members[i]);
+      ++kept;
     }
-    if (at_ < t_.size() && (t_[at_] == 'e' || t_[at_] == 'E')) {
-      ++at_;
-      if (at_ < t_.size() && (t_[at_] == '+' || t_[at_] == '-')) ++at_;
-      if (digits() == 0) fail_at(start, "a number with no digits in its exponent");
-    }
-    double v = 0;
-    const auto r = std::from_chars(t_.data() + start, t_.data() + at_, v);
-    if (r.ec != std::errc() || !std::isfinite(v)) fail_at(start, "a number out of range");
-    return v;
+    members.resize(kept);
   }
 
   std::string_view t_;
   const std::string& source_;
-  std::size_t at_ = 0;
+  JsonValue root_;
+  std::vector<JsonValue*> open_;
+  std::string key_;
+  std::size_t read_ = 0;
   std::size_t values_ = 0;
 };
 
@@ -252,17 +245,13 @@ std::string_view json_kind_name(JsonValue::Kind kind) {
 }
 
 JsonValue parse_json(std::string_view text, const std::string& source) {
-  // Checked whole first, so that strings can be copied without looking at each byte again.
-  for (std::size_t at = 0; at < text.size();) {
-    const utf8::Char c = utf8::next(text, at);
-    if (c.cp == utf8::kInvalid) {
-      FF_THROW(ErrorCode::kInvalidArgument, source, ":", json_position(text, at),
-               ": not UTF-8 (byte 0x", "0123456789abcdef"[(std::uint8_t(text[at]) >> 4)],
-               "0123456789abcdef"[std::uint8_t(text[at]) & 15], ")");
-    }
-    at += c.bytes;
-  }
-  return Parser(text, source).document();
+  TreeBuilder builder(text, source);
+  const CountingIterator first(text.data(), text.data(), builder.read());
+  const CountingIterator last(text.data() + text.size(), text.data(), builder.read());
+  // Strict: one value and nothing after it; comments refused.
+  nlohmann::json::sax_parse(first, last, &builder, nlohmann::json::input_format_t::json,
+                            /*strict=*/true, /*ignore_comments=*/false);
+  return builder.take();
 }
 
 std::string json_position(std::string_view text, std::size_t offset) {

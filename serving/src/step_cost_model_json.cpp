@@ -1,9 +1,6 @@
-// The cost model's input: the JSON `freezeframe bench --json` writes, read with yaml-cpp (JSON is
-// YAML). Only what the model needs is read, every count and time checked, each mistake named
-// with the file, line, column and field; rows and breakdown entries are counted before use.
-
-#include <yaml-cpp/depthguard.h>
-#include <yaml-cpp/yaml.h>
+// The cost model's input: the JSON `freezeframe bench --json` writes, read as JSON (see
+// json_value.h). Only what the model needs is read, every count and time checked, each mistake
+// named with the file, line, column and field; rows and breakdown entries are counted before use.
 
 #include <cmath>
 #include <cstdint>
@@ -12,6 +9,7 @@
 
 #include "freezeframe/base/error.h"
 #include "freezeframe/base/input_file.h"
+#include "freezeframe/base/json_value.h"
 #include "freezeframe/base/printable.h"
 #include "freezeframe/serving/step_cost_model.h"
 
@@ -23,100 +21,78 @@ constexpr std::size_t kMaxOps = 256;
 // Bounds on counts that keep every product of the work within 64 bits (2^24 · 2^24 · ...).
 constexpr std::int64_t kMaxTokens = std::int64_t(1) << 24;
 
+using Kind = JsonValue::Kind;
+
 class BenchJson {
  public:
-  explicit BenchJson(std::string_view source) : source_(source) {}
+  BenchJson(std::string_view text, std::string_view source) : text_(text), source_(source) {}
 
-  [[noreturn]] void fail(const YAML::Node& at, std::string_view path,
+  [[noreturn]] void fail(const JsonValue& at, std::string_view path,
                          const std::string& what) const {
-    const YAML::Mark mark = at.IsDefined() ? at.Mark() : YAML::Mark::null_mark();
-    if (mark.is_null()) FF_THROW(ErrorCode::kInvalidArgument, source_, ": ", path, ": ", what);
-    FF_THROW(ErrorCode::kInvalidArgument, source_, ":", mark.line + 1, ":", mark.column + 1, ": ",
-             path, ": ", what);
+    FF_THROW(ErrorCode::kInvalidArgument, source_, ":", json_position(text_, at.offset), ": ", path,
+             ": ", what);
   }
 
-  /// The value of `key` in `map`, or an undefined node.
-  static YAML::Node child(const YAML::Node& map, std::string_view key) {
-    for (auto it = map.begin(); it != map.end(); ++it) {
-      if (it->first.IsScalar() && it->first.Scalar() == key) return it->second;
-    }
-    return YAML::Node(YAML::NodeType::Undefined);
-  }
-  /// The value of `key`, which must be there; `why` says what writes it.
-  YAML::Node need(const YAML::Node& map, std::string_view key, const std::string& path,
-                  std::string_view why = {}) const {
-    YAML::Node v = child(map, key);
-    if (!v.IsDefined() || v.IsNull()) {
+  /// The value of `key`, which must be there and not null; `why` says what writes it.
+  const JsonValue& need(const JsonValue& map, std::string_view key, const std::string& path,
+                        std::string_view why = {}) const {
+    const JsonValue* v = map.find(key);
+    if (v == nullptr || v->is_null()) {
       fail(map, path, "has no '" + std::string(key) + "'" + std::string(why));
     }
-    return v;
+    return *v;
   }
 
-  std::int64_t count(const YAML::Node& node, const std::string& path, std::int64_t min,
+  std::int64_t count(const JsonValue& node, const std::string& path, std::int64_t min,
                      std::int64_t max) const {
-    std::int64_t v = 0;
-    bool ok = node.IsScalar();
-    if (ok) {
-      try {
-        v = node.as<std::int64_t>();
-      } catch (const YAML::Exception&) {
-        ok = false;
-      }
-    }
-    if (!ok || v < min || v > max) {
+    if (node.kind != Kind::kNumber || !node.integral || node.integer < min || node.integer > max) {
       fail(node, path,
            "must be a whole number from " + std::to_string(min) + " to " + std::to_string(max) +
                ", got " + shown(node));
     }
-    return v;
+    return node.integer;
   }
 
   /// A time in ms: from 0 to kMaxStepMs.
-  double time(const YAML::Node& node, const std::string& path) const {
-    double v = 0;
-    bool ok = node.IsScalar();
-    if (ok) {
-      try {
-        v = node.as<double>();
-      } catch (const YAML::Exception&) {
-        ok = false;
-      }
-    }
-    if (!ok || !(v >= 0 && v <= kMaxStepMs)) {
+  double time(const JsonValue& node, const std::string& path) const {
+    if (node.kind != Kind::kNumber || !(node.number >= 0 && node.number <= kMaxStepMs)) {
       fail(node, path,
            "must be a number of ms from 0 to " + std::to_string(std::int64_t(kMaxStepMs)) +
                " (an hour), got " + shown(node));
     }
-    return v;
+    return node.number;
   }
 
-  std::string text(const YAML::Node& root, std::string_view key) const {
-    const YAML::Node v = child(root, key);
-    return v.IsDefined() && v.IsScalar() ? v.Scalar() : std::string();
+  static std::string text(const JsonValue& root, std::string_view key) {
+    const JsonValue* v = root.find(key);
+    return v != nullptr && v->kind == Kind::kString ? v->string : std::string();
   }
 
-  /// The rows of `key`: a list of 1 to kMaxRows maps; `writer` says what writes them.
-  YAML::Node rows(const YAML::Node& root, std::string_view key, std::string_view writer) const {
+  /// The rows of `key`: a list of 1 to kMaxRows objects; `writer` says what writes them.
+  const JsonValue& rows(const JsonValue& root, std::string_view key,
+                        std::string_view writer) const {
     const std::string path(key);
-    const YAML::Node list = child(root, key);
-    if (!list.IsDefined() || list.IsNull()) {
+    const JsonValue* list = root.find(key);
+    if (list == nullptr || list->is_null()) {
       fail(root, "the top level", "has no '" + path + "' rows (" + std::string(writer) + ")");
     }
-    if (!list.IsSequence()) fail(list, path, "must be a list of rows");
-    if (list.size() == 0) fail(list, path, "has no rows (" + std::string(writer) + ")");
-    if (list.size() > kMaxRows) {
-      fail(list, path,
-           "has " + std::to_string(list.size()) + " rows, more than the " +
+    if (list->kind != Kind::kArray) fail(*list, path, "must be a list of rows");
+    if (list->items.empty()) fail(*list, path, "has no rows (" + std::string(writer) + ")");
+    if (list->items.size() > kMaxRows) {
+      fail(*list, path,
+           "has " + std::to_string(list->items.size()) + " rows, more than the " +
                std::to_string(kMaxRows) + " read");
     }
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      if (!list[i].IsMap()) fail(list[i], path + "[" + std::to_string(i) + "]", "must be a map");
+    for (std::size_t i = 0; i < list->items.size(); ++i) {
+      if (list->items[i].kind != Kind::kObject) {
+        fail(list->items[i], path + "[" + std::to_string(i) + "]", "must be an object");
+      }
     }
-    return list;
+    return *list;
   }
 
   /// The row's time in the mode the dispatcher runs it in: full, else piecewise, else eager.
-  double step_time(const YAML::Node& row, const std::string& path) const {
+  double step_time(const JsonValue& row, const std::string& path) const {
     double ms = 0;
     for (const char* mode : {"full_ms", "piecewise_ms", "eager_ms"}) {
       const double t = time(need(row, mode, path), path + "." + mode);
@@ -127,17 +103,17 @@ class BenchJson {
   }
 
   /// The share of the row's time spent in ops named "*attention*", from its breakdown.
-  double attention_share(const YAML::Node& row, const std::string& path) const {
+  double attention_share(const JsonValue& row, const std::string& path) const {
     const std::string at = path + ".breakdown";
-    const YAML::Node ops = need(row, "breakdown", path, " (the time of each op kind)");
-    if (!ops.IsMap() || ops.size() == 0 || ops.size() > kMaxOps) {
-      fail(ops, at,
-           "must be a map of 1 to " + std::to_string(kMaxOps) + " op kinds to their time in ms");
+    const JsonValue& ops = need(row, "breakdown", path, " (the time of each op kind)");
+    if (ops.kind != Kind::kObject || ops.members.empty() || ops.members.size() > kMaxOps) {
+      fail(
+          ops, at,
+          "must be an object of 1 to " + std::to_string(kMaxOps) + " op kinds to their time in ms");
     }
     double total = 0, attention = 0;
-    for (auto it = ops.begin(); it != ops.end(); ++it) {
-      const std::string name = it->first.IsScalar() ? it->first.Scalar() : std::string();
-      const double ms = time(it->second, at + "." + printable(name, 40));
+    for (const auto& [name, value] : ops.members) {
+      const double ms = time(value, at + "." + printable(name, 40));
       total += ms;
       if (name.find("attention") != std::string::npos) attention += ms;
     }
@@ -146,24 +122,26 @@ class BenchJson {
   }
 
  private:
-  static std::string shown(const YAML::Node& node) {
-    if (node.IsScalar()) return quote(node.Scalar());
-    return node.IsSequence() ? "a list" : node.IsMap() ? "a map" : "nothing";
+  std::string shown(const JsonValue& node) const {
+    switch (node.kind) {
+      case Kind::kString: return "the string " + quote(node.string);
+      case Kind::kArray: return "a list";
+      case Kind::kObject: return "an object";
+      case Kind::kNull: return "null";
+      case Kind::kBool: return node.boolean ? "true" : "false";
+      case Kind::kNumber: break;
+    }
+    std::size_t end = node.offset;
+    while (end < text_.size() &&
+           std::string_view("0123456789-+.eE").find(text_[end]) != std::string_view::npos) {
+      ++end;
+    }
+    return quote(text_.substr(node.offset, end - node.offset));
   }
+
+  std::string_view text_;
   std::string_view source_;
 };
-
-YAML::Node load_json(const std::string& json, std::string_view source) {
-  try {
-    return YAML::Load(json);
-  } catch (const YAML::DeepRecursion& e) {
-    FF_THROW(ErrorCode::kInvalidArgument, source, ":", e.mark.line + 1, ":", e.mark.column + 1,
-             ": JSON syntax error: nested too deeply");
-  } catch (const YAML::Exception& e) {
-    FF_THROW(ErrorCode::kInvalidArgument, source, ":", e.mark.line + 1, ":", e.mark.column + 1,
-             ": JSON syntax error: ", printable(e.msg));
-  }
-}
 
 }  // namespace
 
@@ -172,55 +150,42 @@ StepCostModel StepCostModel::load(const std::string& path) {
 }
 
 StepCostModel StepCostModel::parse(std::string_view json, std::string_view source) {
-  try {
-    return parse_rows(json, source);
-  } catch (const YAML::Exception& e) {
-    // A shape the checks above did not foresee: still a refusal of the file, not a crash.
-    if (e.mark.is_null()) {
-      FF_THROW(ErrorCode::kInvalidArgument, source, ": unexpected JSON: ", printable(e.msg));
-    }
-    FF_THROW(ErrorCode::kInvalidArgument, source, ":", e.mark.line + 1, ":", e.mark.column + 1,
-             ": unexpected JSON: ", printable(e.msg));
-  }
-}
-
-StepCostModel StepCostModel::parse_rows(std::string_view json, std::string_view source) {
-  const BenchJson in(source);
-  const YAML::Node root = load_json(std::string(json), source);
-  if (!root.IsMap()) {
+  const BenchJson in(json, source);
+  const JsonValue root = parse_json(json, std::string(source));
+  if (root.kind != Kind::kObject) {
     in.fail(root, "the top level", "must be a JSON object (freezeframe bench --json writes one)");
   }
   std::vector<StepSample> samples;
 
-  const YAML::Node decodes =
+  const JsonValue& decodes =
       in.rows(root, "results", "`freezeframe bench --batches LIST --json FILE` writes them");
-  for (std::size_t i = 0; i < decodes.size(); ++i) {
-    const YAML::Node row = decodes[i];
+  for (std::size_t i = 0; i < decodes.items.size(); ++i) {
+    const JsonValue& row = decodes.items[i];
     const std::string path = "results[" + std::to_string(i) + "]";
     const std::int64_t batch =
         in.count(in.need(row, "batch", path), path + ".batch", 1, kMaxTokens);
-    YAML::Node context_node = BenchJson::child(row, "context");
+    const JsonValue* context_node = row.find("context");
     std::string context_path = path + ".context";
-    if (!context_node.IsDefined()) {
-      context_node = in.need(root, "context", "the top level", " (the decode rows' context)");
+    if (context_node == nullptr) {
+      context_node = &in.need(root, "context", "the top level", " (the decode rows' context)");
       context_path = "context";
     }
-    const std::int64_t context = in.count(context_node, context_path, 1, kMaxTokens);
+    const std::int64_t context = in.count(*context_node, context_path, 1, kMaxTokens);
     StepSample s;
     s.work.tokens = batch;
     s.work.decode_context = batch * context;
-    const YAML::Node run = BenchJson::child(row, "run_tokens");
-    s.run_tokens = run.IsDefined() ? in.count(run, path + ".run_tokens", batch, kMaxTokens) : batch;
+    const JsonValue* run = row.find("run_tokens");
+    s.run_tokens = run != nullptr ? in.count(*run, path + ".run_tokens", batch, kMaxTokens) : batch;
     s.ms = in.step_time(row, path);
     s.attention_ms = s.ms * in.attention_share(row, path);
     samples.push_back(s);
   }
 
-  const YAML::Node prefills =
+  const JsonValue& prefills =
       in.rows(root, "prefill", "`freezeframe bench --prefill LIST --json FILE` writes them");
   bool any_chunk = false;
-  for (std::size_t i = 0; i < prefills.size(); ++i) {
-    const YAML::Node row = prefills[i];
+  for (std::size_t i = 0; i < prefills.items.size(); ++i) {
+    const JsonValue& row = prefills.items[i];
     const std::string path = "prefill[" + std::to_string(i) + "]";
     const std::int64_t b = in.count(in.need(row, "b", path), path + ".b", 1, kMaxTokens);
     const std::int64_t n = in.count(in.need(row, "n", path), path + ".n", 1, kMaxTokens / b);
@@ -235,8 +200,8 @@ StepCostModel StepCostModel::parse_rows(std::string_view json, std::string_view 
       s.work.prefill_pairs = b * causal_pairs(context, n);
       any_chunk = true;
     }
-    const YAML::Node run = BenchJson::child(row, "run_tokens");
-    s.run_tokens = run.IsDefined() ? in.count(run, path + ".run_tokens", b * n, kMaxTokens) : b * n;
+    const JsonValue* run = row.find("run_tokens");
+    s.run_tokens = run != nullptr ? in.count(*run, path + ".run_tokens", b * n, kMaxTokens) : b * n;
     s.ms = in.step_time(row, path);
     s.attention_ms = s.ms * in.attention_share(row, path);
     samples.push_back(s);
@@ -246,8 +211,8 @@ StepCostModel StepCostModel::parse_rows(std::string_view json, std::string_view 
   }
 
   StepCostModel model = fit(samples, std::string(source));
-  model.model_name_ = in.text(root, "model");
-  model.backend_ = in.text(root, "backend");
+  model.model_name_ = BenchJson::text(root, "model");
+  model.backend_ = BenchJson::text(root, "backend");
   return model;
 }
 

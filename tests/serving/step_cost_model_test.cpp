@@ -215,12 +215,13 @@ TEST(StepCostModel, RefusesNegativeOrNonFiniteTimesNamingTheField) {
                   "prefill[1].eager_ms: must be a number of ms from 0 to 3600000 (an hour), got "
                   "'-1.5'");
   m = refusal(edited("\"full_ms\": ", "\"full_ms\": 1e999, \"x\": "));
-  EXPECT_CONTAINS(m, "results[0].full_ms: must be a number of ms from 0 to 3600000");
+  EXPECT_CONTAINS(m, "cost.json:7:97: a number out of range");
   // Finite but past any step: its sums would overflow to inf.
   m = refusal(edited("\"full_ms\": ", "\"full_ms\": 1e300, \"x\": "));
   EXPECT_CONTAINS(m, "results[0].full_ms: must be a number of ms from 0 to 3600000");
   m = refusal(edited("\"full_ms\": ", "\"full_ms\": nan, \"x\": "));
-  EXPECT_CONTAINS(m, "results[0].full_ms");
+  EXPECT_CONTAINS(m, "cost.json:7:");
+  EXPECT_CONTAINS(m, "syntax error while parsing value - invalid literal");
   m = refusal(edited("\"attention\": ", "\"attention\": \"fast\", \"y\": "));
   EXPECT_CONTAINS(m, "results[0].breakdown.attention: must be a number of ms");
 }
@@ -243,7 +244,7 @@ TEST(StepCostModel, RefusesRowsWithoutTheirCountsTimesOrBreakdown) {
   EXPECT_CONTAINS(refusal(edited("\"breakdown\": ", "\"ops\": ")),
                   "results[0]: has no 'breakdown'");
   EXPECT_CONTAINS(refusal(edited("\"breakdown\": {", "\"breakdown\": [], \"z\": {")),
-                  "results[0].breakdown: must be a map");
+                  "results[0].breakdown: must be an object of 1 to 256 op kinds");
   // Every mode at 0: the row was never measured.
   std::string json = bench_json(kBatches, 1536, kPrefills);
   const std::size_t row = json.find("{\"b\": 16");
@@ -255,12 +256,29 @@ TEST(StepCostModel, RefusesRowsWithoutTheirCountsTimesOrBreakdown) {
 TEST(StepCostModel, RefusesWhatIsNotABenchJson) {
   EXPECT_CONTAINS(refusal("{\"results\": [1, 2"), "cost.json:1:");
   EXPECT_CONTAINS(refusal("[1, 2, 3]"), "must be a JSON object");
-  EXPECT_CONTAINS(refusal(""), "must be a JSON object");
+  EXPECT_CONTAINS(refusal(""), "cost.json:1:1: syntax error while parsing value");
   EXPECT_CONTAINS(refusal(std::string(100000, '[')), "cost.json:1:");
   std::string many = "{\"context\": 1, \"results\": [";
   for (int i = 0; i < 5000; ++i) many += "{},";
   EXPECT_CONTAINS(refusal(many + "{}]}"), "results: has 5001 rows, more than the 4096 read");
-  EXPECT_CONTAINS(refusal("{\"context\": 1, \"results\": [3]}"), "results[0]: must be a map");
+  EXPECT_CONTAINS(refusal("{\"context\": 1, \"results\": [3]}"),
+                  "cost.json:1:28: results[0]: must be an object");
+}
+
+// Read as JSON: what YAML would take is refused, a quoted number is a string, and a repeated
+// key keeps its last value as Python's json does.
+TEST(StepCostModel, ReadsJsonAsJson) {
+  EXPECT_CONTAINS(refusal(edited("\"full_ms\": ", "# a comment\n\"full_ms\": ")), "syntax error");
+  EXPECT_CONTAINS(refusal(edited("\"full_ms\": ", "full_ms: ")), "syntax error");
+  EXPECT_CONTAINS(refusal(edited("{\"batch\": 8,", "{\"batch\": 8,,")), "syntax error");
+  EXPECT_CONTAINS(refusal(edited("{\"batch\": 8,", "{\"batch\": !!int 8,")), "syntax error");
+  EXPECT_CONTAINS(refusal(edited("\"full_ms\": ", "\"full_ms\": \"5\", \"x\": ")),
+                  "results[0].full_ms: must be a number of ms from 0 to 3600000 (an hour), got "
+                  "the string '5'");
+  const std::string json = bench_json(kBatches, 1536, kPrefills);
+  const std::string last_wins = edited("\"full_ms\": ", "\"full_ms\": \"x\", \"full_ms\": ");
+  EXPECT_NEAR(StepCostModel::parse(last_wins, "cost.json").prefill_ms_per_pair(),
+              StepCostModel::parse(json, "cost.json").prefill_ms_per_pair(), 1e-14);
 }
 
 TEST(StepCostModel, LoadsAFileAndRefusesFilesItMustNotRead) {

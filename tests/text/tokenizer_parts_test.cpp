@@ -10,7 +10,6 @@
 
 #include "byte_level.h"
 #include "freezeframe/base/error.h"
-#include "freezeframe/base/json_value.h"
 #include "freezeframe/base/utf8.h"
 #include "pre_tokenizer.h"
 #include "unicode_tables.h"
@@ -121,41 +120,6 @@ TEST(Utf8, MalformedSequencesAreSingleBytes) {
   EXPECT_EQ(utf8::next("\xE2\x82", 0).cp, utf8::kInvalid) << "truncated";
   EXPECT_EQ(utf8::next("\xE2\x82\xAC", 0).cp, U'€');
   EXPECT_EQ(utf8::next("\xE2\x82\xAC", 0).bytes, 3u);
-}
-
-TEST(JsonValue, ReadsWhatTokenizerJsonHolds) {
-  const JsonValue v = parse_json(
-      R"({"a": [1, -2.5e3, true, false, null], "s": "\u00e9\ud83d\ude00\n\"\\\/", "o": {}})", "t");
-  ASSERT_EQ(v.kind, JsonValue::Kind::kObject);
-  ASSERT_EQ(v.find("a")->items.size(), 5u);
-  EXPECT_EQ(v.find("a")->items[1].number, -2500);
-  EXPECT_TRUE(v.find("a")->items[4].is_null());
-  EXPECT_EQ(v.find("s")->string, "é😀\n\"\\/");
-  EXPECT_EQ(v.find("missing"), nullptr);
-}
-
-TEST(JsonValue, RefusesWithLineAndColumn) {
-  auto message = [](std::string_view text) {
-    try {
-      (void)parse_json(text, "f.json");
-    } catch (const Error& e) {
-      return e.message();
-    }
-    return std::string("accepted");
-  };
-  EXPECT_EQ(message("{\n  \"a\": 1,\n  \"a\": 2}"), "f.json:3:3: the key 'a' appears twice");
-  EXPECT_EQ(message("[1, 2"), "f.json:1:6: expected ',' or ']' in an array");
-  EXPECT_EQ(message("\"\\ud83d\""), "f.json:1:2: a high surrogate escape alone");
-  EXPECT_EQ(message("\"\\ude00\""), "f.json:1:2: a lone low surrogate escape");
-  EXPECT_EQ(message("\"a\nb\""), "f.json:1:3: a control character inside a string");
-  EXPECT_EQ(message("01"), "f.json:1:1: a number with a leading zero");
-  EXPECT_EQ(message("1e999"), "f.json:1:1: a number out of range");
-  EXPECT_EQ(message("[1] x"), "f.json:1:5: text after the JSON value");
-  EXPECT_EQ(message("\"\xff\""), "f.json:1:2: not UTF-8 (byte 0xff)");
-  EXPECT_EQ(message(""), "f.json:1:1: the text ends where a value should be");
-  EXPECT_EQ(message(std::string(100, '[') + std::string(100, ']')),
-            "f.json:1:65: nested deeper than 64");
-  EXPECT_EQ(message("tru"), "f.json:1:1: not a JSON value");
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 #pragma once
-// A strict JSON reader (RFC 8259) for tokenizer.json files: UTF-8 only, escapes with surrogate
-// pairs, no duplicate keys, nesting at most kMaxJsonDepth deep. Every value keeps its offset
-// in the text so that a message can name its line and column. yaml-cpp, which reads the other
-// JSON the project meets, is slow on multi-megabyte vocabularies and refuses the surrogate
-// pairs of escaped emoji. Memory is bounded by the number of values (kMaxJsonValues), not only
-// by the text's size. Private to model/.
+// JSON text read into a tree whose values keep their offset in the text, so that a message can
+// name its line and column. nlohmann/json parses (RFC 8259: UTF-8, escapes with surrogate
+// pairs, no comments, nothing after the value); this adds what the readers need: a repeated
+// key keeps its last value, as Python's json (and so transformers) does; nesting at most
+// kMaxJsonDepth deep; memory bounded by the number of values (kMaxJsonValues), not only by the
+// text's size.
 
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +24,10 @@ struct JsonValue {
   enum class Kind : std::uint8_t { kNull, kBool, kNumber, kString, kArray, kObject };
   Kind kind = Kind::kNull;
   bool boolean = false;
+  /// kNumber: `number` always; `integer` too when written without fraction or exponent and
+  /// within 64 bits (`integral`).
+  bool integral = false;
+  std::int64_t integer = 0;
   double number = 0;
   std::size_t offset = 0;  ///< where the value starts in the text
   std::string string;

@@ -86,7 +86,6 @@ class StepCostModel {
 
  private:
   StepCostModel() = default;  // made by fit() only
-  static StepCostModel parse_rows(std::string_view json, std::string_view source);
 
   std::vector<DensePoint> dense_;  // ascending tokens
   double decode_ms_per_token_ = 0.0;
