@@ -85,6 +85,25 @@ TensorView TensorView::narrow(int d, std::int64_t start, std::int64_t length) co
   return out;
 }
 
+TensorView TensorView::unflatten(int d, std::int64_t outer) const {
+  checked_dim(d);
+  FF_CHECK(rank_ < kMaxDims, ErrorCode::kInvalidArgument, "cannot split a dimension of ",
+           describe(), ": it has the most dimensions a view may have");
+  FF_CHECK(outer > 0 && shape_[d] % outer == 0, ErrorCode::kInvalidArgument,
+           "cannot split dimension ", d, " of ", describe(), " into ", outer, " parts");
+  TensorView out = *this;
+  for (int i = rank_; i > d + 1; --i) {
+    out.shape_[i] = shape_[i - 1];
+    out.strides_[i] = strides_[i - 1];
+  }
+  out.shape_[d] = outer;
+  out.shape_[d + 1] = shape_[d] / outer;
+  out.strides_[d] = strides_[d] * out.shape_[d + 1];
+  out.strides_[d + 1] = strides_[d];
+  out.rank_ = rank_ + 1;
+  return out;
+}
+
 TensorView TensorView::reshape(std::span<const std::int64_t> shape) const {
   FF_CHECK(is_contiguous(), ErrorCode::kInvalidArgument, "cannot reshape the strided view ",
            describe());

@@ -46,8 +46,9 @@ TEST(JsonValue, IntegersStayExact) {
 
 // Where each value starts, for messages: the parser reports values after it has read them.
 TEST(JsonValue, ValuesKnowWhereTheyStart) {
-  const std::string text = "{\n  \"n\": 12.5e1,\n  \"s\": \"a\\\"b\\\\\",\n  \"l\": [true, null, -3],"
-                           "\n  \"o\": {\"k\": 1}\n}";
+  const std::string text =
+      "{\n  \"n\": 12.5e1,\n  \"s\": \"a\\\"b\\\\\",\n  \"l\": [true, null, -3],"
+      "\n  \"o\": {\"k\": 1}\n}";
   const JsonValue v = parse_json(text, "t");
   EXPECT_EQ(json_position(text, v.offset), "1:1");
   EXPECT_EQ(json_position(text, v.find("n")->offset), "2:8");

@@ -85,6 +85,28 @@ TEST(TensorView, NarrowKeepsTheStrides) {
   EXPECT_THROW((void)qkv.narrow(2, 0, 1), Error);
 }
 
+// A row's heads: [T, H·D] → [T, H, D] on a strided view (the k heads inside qkv).
+TEST(TensorView, UnflattenSplitsADimensionKeepingTheStrides) {
+  float data[5 * 12];
+  const TensorView qkv(data, DType::kF32, {5, 12}, Device::cpu());
+  const TensorView k = qkv.narrow(1, 4, 6).unflatten(1, 3);
+  EXPECT_EQ(k.data(), data + 4);
+  ASSERT_EQ(k.dim(), 3);
+  EXPECT_EQ(k.size(0), 5);
+  EXPECT_EQ(k.size(1), 3);
+  EXPECT_EQ(k.size(2), 2);
+  EXPECT_EQ(k.stride(0), 12);
+  EXPECT_EQ(k.stride(1), 2);
+  EXPECT_EQ(k.stride(2), 1);
+  const TensorView rows = qkv.unflatten(0, 5);
+  EXPECT_EQ(rows.size(1), 1);
+  EXPECT_EQ(rows.stride(0), 12);
+  EXPECT_TRUE(qkv.unflatten(1, 4).is_contiguous());
+  EXPECT_THROW((void)qkv.unflatten(1, 5), Error) << "12 is not a multiple of 5";
+  EXPECT_THROW((void)qkv.unflatten(1, 0), Error);
+  EXPECT_THROW((void)qkv.unflatten(2, 1), Error);
+}
+
 TEST(Error, CarriesCodeFileLineAndMessage) {
   try {
     FF_CHECK(1 + 1 == 3, ErrorCode::kInvalidArgument, "num_heads (", 7, ") is odd");

@@ -28,6 +28,8 @@ std::string_view to_string(OpKind kind) {
     case OpKind::kAllReduce: return "all_reduce";
     case OpKind::kGatherLogits: return "gather_logits";
     case OpKind::kDcpGatherQueries: return "dcp_gather_queries";
+    case OpKind::kDcpAttention: return "dcp_attention";
+    case OpKind::kDcpMlaAttention: return "dcp_mla_attention";
     case OpKind::kDcpMerge: return "dcp_merge";
   }
   return "unknown";
@@ -109,24 +111,25 @@ class ProgramBuilder {
     p_.weights.push_back({std::move(name), model_.dtype, std::move(shape), layer});
     return static_cast<int>(p_.weights.size()) - 1;
   }
-  void op(OpKind kind, int layer, std::vector<int> reads, std::vector<int> writes,
-          std::vector<int> weights = {}) {
-    p_.ops.push_back({kind, layer, std::move(reads), std::move(writes), std::move(weights)});
+  template <class Operands>
+  void op(int layer, Operands operands) {
+    p_.ops.emplace_back(layer, std::move(operands));
   }
   /// With DCP, the merge of an attention op's partial outputs (`group` heads of width `d`,
   /// rank-major, and their LSE) into `out`, this rank's heads; its buffers are program tensors,
   /// so the plan holds them at addresses fixed for the engine's life (graph replays).
   void dcp_merge(int l, int partial, int lse, int out, std::int64_t group, std::int64_t d) {
     const std::string pre = prefix(l);
-    op(OpKind::kDcpMerge, l, {partial, lse},
-       {out, tensor(pre + "dcp_out_send", group * d, l),
-        tensor(pre + "dcp_lse_send", group, l, TensorHome::kActivation, DType::kF32),
-        tensor(pre + "dcp_out_recv", group * d, l),
-        tensor(pre + "dcp_lse_recv", group, l, TensorHome::kActivation, DType::kF32)});
+    ops::DcpMerge merge{.partial = partial, .lse = lse, .out = out};
+    merge.out_send = tensor(pre + "dcp_out_send", group * d, l);
+    merge.lse_send = tensor(pre + "dcp_lse_send", group, l, TensorHome::kActivation, DType::kF32);
+    merge.out_recv = tensor(pre + "dcp_out_recv", group * d, l);
+    merge.lse_recv = tensor(pre + "dcp_lse_recv", group, l, TensorHome::kActivation, DType::kF32);
+    op(l, merge);
   }
   /// Over T ranks, the residual stream summed after an op that wrote partial sums.
   void all_reduce(int layer, int hidden) {
-    if (shard_.world > 1) op(OpKind::kAllReduce, layer, {hidden}, {hidden});
+    if (shard_.world > 1) op(layer, ops::AllReduce{hidden});
   }
   void attention_block(int l, int hidden);
   void mla_block(int l, int hidden);
@@ -148,7 +151,7 @@ ModelProgram ProgramBuilder::build() {
   const int hidden = tensor("hidden", h, -1, TensorHome::kActivation, model_.residual_dtype());
   const std::int64_t vocab_rows = shard_.vocab_rows;
   const int embed = weight("embed_tokens", {vocab_rows, h}, -1);
-  op(OpKind::kEmbedding, -1, {token_ids}, {hidden}, {embed});
+  op(-1, ops::Embedding{token_ids, hidden, embed});
   all_reduce(-1, hidden);
   positions_ = positions;  // read by rope / MLA attention
   for (int l = 0; l < model_.num_layers; ++l) {
@@ -165,21 +168,21 @@ ModelProgram ProgramBuilder::build() {
       tensor("lm_head_rows", 1, -1, TensorHome::kInput, DType::kI32, Rows::kSequences);
   const int normed =
       tensor("final_normed", h, -1, TensorHome::kActivation, DType::kU8, Rows::kSequences);
-  op(OpKind::kFinalNorm, -1, {hidden, lm_head_rows}, {normed}, {weight("norm", {h}, -1)});
+  op(-1, ops::FinalNorm{hidden, lm_head_rows, normed, weight("norm", {h}, -1)});
   const int logits =
       tensor("logits", model_.vocab_size, -1, TensorHome::kOutput, DType::kF32, Rows::kSequences);
   const int lm_head = model_.tie_word_embeddings ? embed : weight("lm_head", {vocab_rows, h}, -1);
   // Over T ranks the LM head writes this rank's vocabulary rows, then every rank's are
   // gathered (rank-major) and laid side by side into the logits, the padding rows dropped.
   if (shard_.world == 1) {
-    op(OpKind::kLmHead, -1, {normed}, {logits}, {lm_head});
+    op(-1, ops::LmHead{normed, logits, lm_head});
   } else {
     const int shard = tensor("logits_shard", vocab_rows, -1, TensorHome::kActivation, DType::kF32,
                              Rows::kSequences);
-    op(OpKind::kLmHead, -1, {normed}, {shard}, {lm_head});
+    op(-1, ops::LmHead{normed, shard, lm_head});
     const int gathered = tensor("logits_gathered", shard_.padded_vocab, -1, TensorHome::kActivation,
                                 DType::kF32, Rows::kSequences);
-    op(OpKind::kGatherLogits, -1, {shard}, {gathered, logits});
+    op(-1, ops::GatherLogits{shard, gathered, logits});
   }
   // Each sequence's sampling parameters (32 bytes: the sampler kernel's SampleRow) and the
   // token drawn for it.
@@ -187,7 +190,7 @@ ModelProgram ProgramBuilder::build() {
       tensor("sampling_params", 4, -1, TensorHome::kInput, DType::kI64, Rows::kSequences);
   const int sampled =
       tensor("sampled_token_ids", 1, -1, TensorHome::kOutput, DType::kI32, Rows::kSequences);
-  op(OpKind::kSample, -1, {logits, sampling}, {sampled});
+  op(-1, ops::Sample{logits, sampling, sampled});
   return std::move(p_);
 }
 
@@ -199,26 +202,26 @@ void ProgramBuilder::attention_block(int l, int hidden) {
   const LayerSpec& layer = model_.layers[l];
 
   const int x = tensor(pre + "attn_in", h, l);
-  op(OpKind::kRmsNorm, l, {hidden}, {x}, {weight(pre + "input_layernorm", {h}, l)});
+  op(l, ops::RmsNorm{hidden, x, weight(pre + "input_layernorm", {h}, l)});
   const int qkv = tensor(pre + "qkv", (heads + 2 * kv) * d, l);
-  op(OpKind::kQkvProj, l, {x}, {qkv},
-     {weight(pre + "self_attn.q_proj", {heads * d, h}, l),
-      weight(pre + "self_attn.k_proj", {kv * d, h}, l),
-      weight(pre + "self_attn.v_proj", {kv * d, h}, l)});
+  op(l, ops::QkvProj{{x,
+                      qkv,
+                      {weight(pre + "self_attn.q_proj", {heads * d, h}, l),
+                       weight(pre + "self_attn.k_proj", {kv * d, h}, l),
+                       weight(pre + "self_attn.v_proj", {kv * d, h}, l)}}});
   if (model_.checkpoint && model_.checkpoint->qkv_bias) {
-    op(OpKind::kQkvBias, l, {qkv}, {qkv},
-       {weight(pre + "self_attn.q_proj.bias", {heads * d}, l),
-        weight(pre + "self_attn.k_proj.bias", {kv * d}, l),
-        weight(pre + "self_attn.v_proj.bias", {kv * d}, l)});
+    op(l, ops::QkvBias{qkv, weight(pre + "self_attn.q_proj.bias", {heads * d}, l),
+                       weight(pre + "self_attn.k_proj.bias", {kv * d}, l),
+                       weight(pre + "self_attn.v_proj.bias", {kv * d}, l)});
   }
-  op(OpKind::kRope, l, {qkv, positions}, {qkv});
+  op(l, ops::Rope{qkv, positions});
   // A layer that shares another layer's cache writes none of its own.
   if (layer.kv_sharing_target < 0 && uses_kv_cache(layer.attention_type)) {
-    op(OpKind::kCacheWrite, l, {qkv}, {});
+    op(l, ops::CacheWrite{qkv});
   }
   const int out = tensor(pre + "attn_out", heads * d, l);
   if (spec_.dcp.world_size == 1) {
-    op(OpKind::kAttention, l, {qkv}, {out});
+    op(l, ops::Attention{qkv, out});
   } else {
     // With DCP the rank attends its group's queries (gathered over heads: G = D · its own)
     // against its shard of the keys, and the merge hands each rank its own heads back, merged
@@ -226,16 +229,14 @@ void ProgramBuilder::attention_block(int l, int hidden) {
     // so the plan holds it at an address fixed for the engine's life (graph replays).
     const std::int64_t group = shard_.attention_heads;
     const int q_group = tensor(pre + "q_group", group * d, l);
-    op(OpKind::kDcpGatherQueries, l, {qkv},
-       {q_group, tensor(pre + "dcp_q_send", heads * d, l),
-        tensor(pre + "dcp_q_recv", group * d, l)});
+    op(l, ops::DcpGatherQueries{qkv, q_group, tensor(pre + "dcp_q_send", heads * d, l),
+                                tensor(pre + "dcp_q_recv", group * d, l)});
     const int partial = tensor(pre + "attn_partial", group * d, l);
     const int lse = tensor(pre + "attn_lse", group, l, TensorHome::kActivation, DType::kF32);
-    op(OpKind::kAttention, l, {qkv, q_group}, {partial, lse});
+    op(l, ops::DcpAttention{qkv, q_group, partial, lse});
     dcp_merge(l, partial, lse, out, group, d);
   }
-  op(OpKind::kOProjResidual, l, {out, hidden}, {hidden},
-     {weight(pre + "self_attn.o_proj", {h, heads * d}, l)});
+  op(l, ops::OProjResidual{{out, hidden, weight(pre + "self_attn.o_proj", {h, heads * d}, l)}});
   all_reduce(l, hidden);
 }
 
@@ -250,39 +251,42 @@ void ProgramBuilder::mla_block(int l, int hidden) {
   const int positions = positions_;
 
   const int x = tensor(pre + "attn_in", h, l);
-  op(OpKind::kRmsNorm, l, {hidden}, {x}, {weight(pre + "input_layernorm", {h}, l)});
+  op(l, ops::RmsNorm{hidden, x, weight(pre + "input_layernorm", {h}, l)});
   // With q_lora the query is compressed first; its normed latent is the impl's input.
   int query_in = x;
   if (mla.q_lora_rank > 0) {
     const int cq = tensor(pre + "q_a", mla.q_lora_rank, l);
-    op(OpKind::kMlaQProj, l, {x}, {cq},
-       {weight(pre + "self_attn.q_a_proj", {mla.q_lora_rank, h}, l),
-        weight(pre + "self_attn.q_a_layernorm", {mla.q_lora_rank}, l)});
+    op(l, ops::MlaQProj{x, cq, weight(pre + "self_attn.q_a_proj", {mla.q_lora_rank, h}, l),
+                        weight(pre + "self_attn.q_a_layernorm", {mla.q_lora_rank}, l)});
     query_in = cq;
   }
   const std::int64_t q_in_width = mla.q_lora_rank > 0 ? mla.q_lora_rank : h;
   const int q_proj = weight(pre + (mla.q_lora_rank > 0 ? "self_attn.q_b_proj" : "self_attn.q_proj"),
                             {group * (mla.qk_nope_head_dim + rope), q_in_width}, l);
   const int kv_a = tensor(pre + "kv_a", r + rope, l);
-  op(OpKind::kMlaKvAProj, l, {x}, {kv_a},
-     {weight(pre + "self_attn.kv_a_proj_with_mqa", {r + rope, h}, l)});
+  op(l,
+     ops::MlaKvAProj{{x, kv_a, {weight(pre + "self_attn.kv_a_proj_with_mqa", {r + rope, h}, l)}}});
   const int kv_c = tensor(pre + "kv_c_normed", r, l);
-  op(OpKind::kMlaKvANorm, l, {kv_a}, {kv_c}, {weight(pre + "self_attn.kv_a_layernorm", {r}, l)});
+  op(l, ops::MlaKvANorm{kv_a, kv_c, weight(pre + "self_attn.kv_a_layernorm", {r}, l)});
   const int out = tensor(pre + "attn_out", heads * mla.v_head_dim, l);
-  // kv_a is read again for k_pe (its last rope columns).
-  const std::vector<int> weights = {
-      q_proj,
-      weight(pre + "self_attn.kv_b_proj", {group * (mla.qk_nope_head_dim + mla.v_head_dim), r}, l)};
+  const ops::MlaInputs in{
+      .query_in = query_in,
+      .kv_c = kv_c,
+      .kv_a = kv_a,
+      .positions = positions,
+      .q_proj = q_proj,
+      .kv_b_proj = weight(pre + "self_attn.kv_b_proj",
+                          {group * (mla.qk_nope_head_dim + mla.v_head_dim), r}, l)};
   if (spec_.dcp.world_size == 1) {
-    op(OpKind::kMlaAttention, l, {query_in, kv_c, kv_a, positions}, {out}, weights);
+    op(l, ops::MlaAttention{in, out});
   } else {
     const int partial = tensor(pre + "attn_partial", group * mla.v_head_dim, l);
     const int lse = tensor(pre + "attn_lse", group, l, TensorHome::kActivation, DType::kF32);
-    op(OpKind::kMlaAttention, l, {query_in, kv_c, kv_a, positions}, {partial, lse}, weights);
+    op(l, ops::DcpMlaAttention{in, partial, lse});
     dcp_merge(l, partial, lse, out, group, mla.v_head_dim);
   }
-  op(OpKind::kOProjResidual, l, {out, hidden}, {hidden},
-     {weight(pre + "self_attn.o_proj", {h, heads * mla.v_head_dim}, l)});
+  op(l, ops::OProjResidual{
+            {out, hidden, weight(pre + "self_attn.o_proj", {h, heads * mla.v_head_dim}, l)}});
   all_reduce(l, hidden);
 }
 
@@ -291,14 +295,15 @@ void ProgramBuilder::mlp_block(int l, int hidden) {
   const std::int64_t inter = shard_.intermediate(model_.layers[l].intermediate_size);
   const std::string pre = prefix(l);
   const int x = tensor(pre + "mlp_in", h, l);
-  op(OpKind::kRmsNorm, l, {hidden}, {x}, {weight(pre + "post_attention_layernorm", {h}, l)});
+  op(l, ops::RmsNorm{hidden, x, weight(pre + "post_attention_layernorm", {h}, l)});
   const int gate_up = tensor(pre + "gate_up", 2 * inter, l);
-  op(OpKind::kGateUpProj, l, {x}, {gate_up},
-     {weight(pre + "mlp.gate_proj", {inter, h}, l), weight(pre + "mlp.up_proj", {inter, h}, l)});
+  op(l, ops::GateUpProj{{x,
+                         gate_up,
+                         {weight(pre + "mlp.gate_proj", {inter, h}, l),
+                          weight(pre + "mlp.up_proj", {inter, h}, l)}}});
   const int act = tensor(pre + "mlp_act", inter, l);
-  op(OpKind::kSiluAndMul, l, {gate_up}, {act});
-  op(OpKind::kDownProjResidual, l, {act, hidden}, {hidden},
-     {weight(pre + "mlp.down_proj", {h, inter}, l)});
+  op(l, ops::SiluAndMul{gate_up, act});
+  op(l, ops::DownProjResidual{{act, hidden, weight(pre + "mlp.down_proj", {h, inter}, l)}});
   all_reduce(l, hidden);
 }
 

@@ -74,7 +74,7 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
   }
   for (int i = 0; i < static_cast<int>(program.ops.size()); ++i) {
     const int layer = program.ops[i].layer;
-    if (program.ops[i].kind == OpKind::kSample && !sample_tokens) continue;
+    if (program.ops[i].kind() == OpKind::kSample && !sample_tokens) continue;
     ops_.push_back({i, -1, layer});
     const bool last_of_layer = layer >= 0 && (i + 1 == static_cast<int>(program.ops.size()) ||
                                               program.ops[i + 1].layer != layer);
@@ -134,15 +134,20 @@ ModelRunner::~ModelRunner() = default;
 bool ModelRunner::is_attention(int op) const {
   const Op& o = ops_[op];
   if (o.program_op < 0) return false;
-  const OpKind kind = program_.ops[o.program_op].kind;
-  return kind == OpKind::kAttention || kind == OpKind::kMlaAttention;
+  switch (program_.ops[o.program_op].kind()) {
+    case OpKind::kAttention:
+    case OpKind::kDcpAttention:
+    case OpKind::kMlaAttention:
+    case OpKind::kDcpMlaAttention: return true;
+    default: return false;
+  }
 }
 
 bool ModelRunner::runs_between_graphs(int op) const {
   const Op& o = ops_[op];
   if (o.program_op < 0) return false;
   const auto uncapturable = [](const Communicator* c) { return c != nullptr && !c->capturable(); };
-  switch (program_.ops[o.program_op].kind) {
+  switch (program_.ops[o.program_op].kind()) {
     case OpKind::kAllReduce:
     case OpKind::kGatherLogits: return uncapturable(communicator_);
     case OpKind::kDcpGatherQueries:
@@ -154,7 +159,7 @@ bool ModelRunner::runs_between_graphs(int op) const {
 std::string ModelRunner::op_name(int op) const {
   const Op& o = ops_[op];
   if (o.program_op < 0) return user_pieces_[o.user_piece].name;
-  return std::string(to_string(program_.ops[o.program_op].kind));
+  return std::string(to_string(program_.ops[o.program_op].kind()));
 }
 
 void ModelRunner::init_weights(std::uint64_t seed, cudaStream_t stream) {
@@ -186,10 +191,7 @@ void ModelRunner::init_weights(std::uint64_t seed, cudaStream_t stream) {
 }
 
 TensorView ModelRunner::rows_of(int tensor, int rows) const {
-  const TensorView& t = views_.tensors[tensor];
-  const std::int64_t shape[] = {rows, t.size(1)};
-  const std::int64_t strides[] = {t.stride(0), 1};
-  return TensorView::strided(t.data(), t.dtype(), shape, strides, t.device());
+  return views_.tensors[tensor].narrow(0, 0, rows);
 }
 
 void ModelRunner::linear(const TensorView& x, std::span<const int> weights, const TensorView& y,
@@ -216,12 +218,7 @@ void ModelRunner::linear(const TensorView& x, std::span<const int> weights, cons
   std::int64_t column = 0;
   for (const int w : weights) {
     const TensorView& weight = views_.weights[w];
-    const std::int64_t shape[] = {y.size(0), weight.size(0)};
-    const std::int64_t strides[] = {y.stride(0), 1};
-    const TensorView slice = TensorView::strided(
-        static_cast<std::byte*>(y.data()) + column * static_cast<std::int64_t>(size_of(y.dtype())),
-        y.dtype(), shape, strides, y.device());
-    gemm_->linear(x, weight, slice, rows, beta, stream);
+    gemm_->linear(x, weight, y.narrow(1, column, weight.size(0)), rows, beta, stream);
     column += weight.size(0);
   }
 }
@@ -252,171 +249,167 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
   const ModelSpec& model = spec_.model;
   const float eps = model.rms_norm_eps;
   auto tensor = [&](int t) { return rows_of(t, rows); };
-  auto weight = [&](int i) -> const TensorView& { return views_.weights[op.weights[i]]; };
+  auto weight = [&](int w) -> const TensorView& { return views_.weights[w]; };
   // Only attention reads metadata: the ops around the layers have inputs of their own.
   const AttentionMetadata* md = op.layer >= 0 ? metadata[backend_of_layer_[op.layer]] : nullptr;
+  // Eager steps only: a range is pointless inside a capture.
+  std::optional<NvtxRange> range;
 
-  switch (op.kind) {
-    case OpKind::kEmbedding:
-      model_kernels::embedding(weight(0), views_.tensors[token_ids_].data_as<const std::int32_t>(),
-                               rows, tensor(op.writes[0]), stream,
-                               std::int64_t(tp_rank_) * shard_.vocab_rows);
+  switch (op.kind()) {
+    case OpKind::kEmbedding: {
+      const auto& e = op.as<ops::Embedding>();
+      model_kernels::embedding(
+          weight(e.table), views_.tensors[e.token_ids].data_as<const std::int32_t>(), rows,
+          tensor(e.hidden), stream, std::int64_t(tp_rank_) * shard_.vocab_rows);
       return;
-    case OpKind::kRmsNorm:
-      model_kernels::rms_norm(tensor(op.reads[0]), weight(0), eps, tensor(op.writes[0]), rows,
-                              stream);
+    }
+    case OpKind::kRmsNorm: {
+      const auto& n = op.as<ops::RmsNorm>();
+      model_kernels::rms_norm(tensor(n.in), weight(n.weight), eps, tensor(n.out), rows, stream);
       return;
-    case OpKind::kQkvProj:
-    case OpKind::kGateUpProj:
-    case OpKind::kMlaKvAProj:
-      linear(tensor(op.reads[0]), op.weights, tensor(op.writes[0]), rows, 0.0f, stream);
-      return;
+    }
+    case OpKind::kQkvProj: return project(op.as<ops::QkvProj>(), rows, stream);
+    case OpKind::kGateUpProj: return project(op.as<ops::GateUpProj>(), rows, stream);
+    case OpKind::kMlaKvAProj: return project(op.as<ops::MlaKvAProj>(), rows, stream);
     case OpKind::kQkvBias: {
       // Each bias onto its columns of qkv: the q heads', then k's, then v's.
-      const TensorView qkv = tensor(op.writes[0]);
-      const auto elem = static_cast<std::int64_t>(size_of(qkv.dtype()));
+      const auto& b = op.as<ops::QkvBias>();
+      const TensorView qkv = tensor(b.qkv);
       std::int64_t column = 0;
-      for (std::size_t i = 0; i < op.weights.size(); ++i) {
-        const TensorView& bias = weight(static_cast<int>(i));
-        const std::int64_t cols_shape[] = {qkv.size(0), bias.size(0)};
-        const std::int64_t strides[] = {qkv.stride(0), 1};
-        const TensorView cols =
-            TensorView::strided(static_cast<std::byte*>(qkv.data()) + column * elem, qkv.dtype(),
-                                cols_shape, strides, qkv.device());
-        model_kernels::add_bias(cols, bias, rows, stream);
+      for (const int w : {b.q_bias, b.k_bias, b.v_bias}) {
+        const TensorView& bias = weight(w);
+        model_kernels::add_bias(qkv.narrow(1, column, bias.size(0)), bias, rows, stream);
         column += bias.size(0);
       }
       return;
     }
-    case OpKind::kRope:
+    case OpKind::kRope: {
       if (!layers_[op.layer]->rope) return;
-      model_kernels::rope_neox(tensor(op.writes[0]),
-                               views_.tensors[positions_].data_as<const std::int64_t>(), rows,
+      const auto& r = op.as<ops::Rope>();
+      model_kernels::rope_neox(tensor(r.qkv),
+                               views_.tensors[r.positions].data_as<const std::int64_t>(), rows,
                                shard_.query_heads, shard_.kv_heads, model.head_size,
                                model.head_size, rope_inv_freq_, stream);
       return;
+    }
     case OpKind::kCacheWrite:
       return;  // the attention forward writes the cache (see model_runner.h)
-    case OpKind::kAttention: attention(op, shape, *md, stream, ranges); return;
-    case OpKind::kOProjResidual:
+    case OpKind::kAttention:
+    case OpKind::kDcpAttention: attention(op, shape, *md, stream, ranges); return;
+    case OpKind::kOProjResidual: return add_projection(op.as<ops::OProjResidual>(), rows, stream);
     case OpKind::kDownProjResidual:
-      // hidden += x · Wᵀ: the GEMM accumulates into the residual stream (beta = 1). Over T
-      // ranks each writes its partial sum, rank 0 with the residual, and all_reduce adds them.
-      linear(tensor(op.reads[0]), op.weights, tensor(hidden_), rows, tp_rank_ == 0 ? 1.0f : 0.0f,
-             stream);
-      return;
+      return add_projection(op.as<ops::DownProjResidual>(), rows, stream);
     case OpKind::kAllReduce: {
-      std::optional<NvtxRange> range;  // eager steps only: pointless inside a capture
       if (ranges) {
         range.emplace(op.layer < 0 ? "all_reduce[embedding]"
                                    : layers_[op.layer]->all_reduce_range.c_str());
       }
-      const TensorView hidden = views_.tensors[hidden_];
+      const TensorView hidden = views_.tensors[op.as<ops::AllReduce>().hidden];
       communicator_->all_reduce(hidden.data(), hidden.data(),
                                 static_cast<std::size_t>(rows) * hidden.size(1), hidden.dtype(),
                                 stream);
       return;
     }
-    case OpKind::kGatherLogits: {
-      std::optional<NvtxRange> range;
+    case OpKind::kGatherLogits:
       if (ranges) range.emplace("gather_logits");
-      gather_logits(op, shape.reqs, stream);
+      gather_logits(op.as<ops::GatherLogits>(), shape.reqs, stream);
+      return;
+    case OpKind::kSiluAndMul: {
+      const auto& m = op.as<ops::SiluAndMul>();
+      model_kernels::silu_and_mul(tensor(m.gate_up), tensor(m.act), rows, stream);
       return;
     }
-    case OpKind::kSiluAndMul:
-      model_kernels::silu_and_mul(tensor(op.reads[0]), tensor(op.writes[0]), rows, stream);
-      return;
     case OpKind::kMlaQProj: {
       // q_a = x · W_q_aᵀ, then its layernorm (in place).
-      const int gemm_weights[] = {op.weights[0]};
-      linear(tensor(op.reads[0]), gemm_weights, tensor(op.writes[0]), rows, 0.0f, stream);
-      model_kernels::rms_norm(tensor(op.writes[0]), weight(1), eps, tensor(op.writes[0]), rows,
-                              stream);
+      const auto& q = op.as<ops::MlaQProj>();
+      const int gemm_weights[] = {q.q_a_proj};
+      linear(tensor(q.x), gemm_weights, tensor(q.q_a), rows, 0.0f, stream);
+      model_kernels::rms_norm(tensor(q.q_a), weight(q.q_a_norm), eps, tensor(q.q_a), rows, stream);
       return;
     }
     case OpKind::kMlaKvANorm: {
       // The first kv_lora_rank columns of kv_a (the rest are k_pe).
-      const TensorView kv_a = tensor(op.reads[0]);
-      const std::int64_t shape_latent[] = {rows, model.mla->kv_lora_rank};
-      const std::int64_t strides[] = {kv_a.stride(0), 1};
-      model_kernels::rms_norm(
-          TensorView::strided(kv_a.data(), kv_a.dtype(), shape_latent, strides, kv_a.device()),
-          weight(0), eps, tensor(op.writes[0]), rows, stream);
+      const auto& n = op.as<ops::MlaKvANorm>();
+      model_kernels::rms_norm(tensor(n.kv_a).narrow(1, 0, model.mla->kv_lora_rank),
+                              weight(n.weight), eps, tensor(n.kv_c), rows, stream);
       return;
     }
-    case OpKind::kMlaAttention: mla_attention(op, shape, *md, stream, ranges); return;
-    case OpKind::kFinalNorm:
+    case OpKind::kMlaAttention:
+    case OpKind::kDcpMlaAttention: mla_attention(op, shape, *md, stream, ranges); return;
+    case OpKind::kFinalNorm: {
+      const auto& n = op.as<ops::FinalNorm>();
       model_kernels::rms_norm_rows(
-          views_.tensors[op.reads[0]], views_.tensors[op.reads[1]].data_as<const std::int32_t>(),
-          shape.reqs, weight(0), eps, rows_of(op.writes[0], shape.reqs), stream);
+          views_.tensors[n.hidden], views_.tensors[n.lm_head_rows].data_as<const std::int32_t>(),
+          shape.reqs, weight(n.weight), eps, rows_of(n.normed, shape.reqs), stream);
       return;
-    case OpKind::kLmHead:
-      linear(rows_of(op.reads[0], shape.reqs), op.weights, rows_of(op.writes[0], shape.reqs),
-             shape.reqs, 0.0f, stream);
+    }
+    case OpKind::kLmHead: {
+      const auto& h = op.as<ops::LmHead>();
+      const int gemm_weights[] = {h.weight};
+      linear(rows_of(h.normed, shape.reqs), gemm_weights, rows_of(h.logits, shape.reqs), shape.reqs,
+             0.0f, stream);
       return;
+    }
     case OpKind::kSample: {
       // The draw reads its parameters from the staged image, and the tokens go on to pinned
       // host memory in the same run, so a replay needs no copy call of its own.
-      auto* ids = views_.tensors[op.writes[0]].data_as<std::int32_t>();
-      model_kernels::sample(views_.tensors[op.reads[0]],
-                            views_.tensors[op.reads[1]].data_as<const SampleRow>(), shape.reqs, ids,
+      const auto& d = op.as<ops::Sample>();
+      auto* ids = views_.tensors[d.sampled].data_as<std::int32_t>();
+      model_kernels::sample(views_.tensors[d.logits],
+                            views_.tensors[d.params].data_as<const SampleRow>(), shape.reqs, ids,
                             stream);
       FF_CUDA_CHECK(cudaMemcpyAsync(host_tokens_.data(), ids, sizeof(std::int32_t) * shape.reqs,
                                     cudaMemcpyDeviceToHost, stream));
       return;
     }
-    case OpKind::kDcpGatherQueries: {
-      std::optional<NvtxRange> range;
+    case OpKind::kDcpGatherQueries:
       if (ranges) range.emplace(layers_[op.layer]->dcp_gather_range);
-      dcp_gather_queries(op, rows, stream);
+      dcp_gather_queries(op.as<ops::DcpGatherQueries>(), rows, stream);
       return;
-    }
-    case OpKind::kDcpMerge: {
-      std::optional<NvtxRange> range;
+    case OpKind::kDcpMerge:
       if (ranges) range.emplace(layers_[op.layer]->dcp_merge_range);
-      dcp_merge(op, rows, stream);
+      dcp_merge(op.as<ops::DcpMerge>(), rows, stream);
       return;
-    }
   }
-  FF_THROW(E::kInternal, "no implementation of op ", to_string(op.kind));
+  FF_THROW(E::kInternal, "no implementation of op ", to_string(op.kind()));
+}
+
+void ModelRunner::project(const ops::Projection& p, int rows, cudaStream_t stream) {
+  linear(rows_of(p.in, rows), p.weights, rows_of(p.out, rows), rows, 0.0f, stream);
+}
+
+void ModelRunner::add_projection(const ops::ResidualProjection& p, int rows, cudaStream_t stream) {
+  // hidden += x · Wᵀ: the GEMM accumulates into the residual stream (beta = 1). Over T ranks
+  // each writes its partial sum, rank 0 with the residual, and all_reduce adds them.
+  const int gemm_weights[] = {p.weight};
+  linear(rows_of(p.in, rows), gemm_weights, rows_of(p.hidden, rows), rows,
+         tp_rank_ == 0 ? 1.0f : 0.0f, stream);
 }
 
 void ModelRunner::attention(const ProgramOp& op, const RunShape& shape, const AttentionMetadata& md,
                             cudaStream_t stream, bool ranges) {
   Layer& layer = *layers_[op.layer];
-  const ModelSpec& model = spec_.model;
   const int rows = shape.rows;
-  const TensorView qkv = views_.tensors[op.reads[0]];
-  const std::int64_t h = shard_.query_heads, kv = shard_.kv_heads, d = model.head_size;
-  const auto elem = static_cast<std::int64_t>(size_of(qkv.dtype()));
-  auto heads = [&](std::int64_t first_head, std::int64_t count) {
-    const std::int64_t shape3[] = {rows, count, d};
-    const std::int64_t strides[] = {qkv.stride(0), d, 1};
-    return TensorView::strided(static_cast<std::byte*>(qkv.data()) + first_head * d * elem,
-                               qkv.dtype(), shape3, strides, qkv.device());
+  const std::int64_t h = shard_.query_heads, kv = shard_.kv_heads, d = spec_.model.head_size;
+  // Heads [first, first + count) of each row of qkv, as [rows, count, d].
+  auto heads = [&](int qkv, std::int64_t first, std::int64_t count) {
+    return rows_of(qkv, rows).narrow(1, first * d, count * d).unflatten(1, count);
   };
-  const TensorView out = views_.tensors[op.writes[0]];
-  const std::int64_t out_shape[] = {rows, out.size(1)};
-  const TensorView output(out.data(), out.dtype(), out_shape, out.device());
   std::optional<NvtxRange> range;  // pointless inside a capture
   if (ranges) range.emplace(layer.range);
-  if (op.reads.size() == 1) {
-    layer.impl->forward(layer.state, heads(0, h), heads(h, kv), heads(h + kv, kv), layer.kv_cache,
-                        md, output, stream);
+  if (op.kind() == OpKind::kAttention) {
+    const auto& a = op.as<ops::Attention>();
+    layer.impl->forward(layer.state, heads(a.qkv, 0, h), heads(a.qkv, h, kv),
+                        heads(a.qkv, h + kv, kv), layer.kv_cache, md, rows_of(a.out, rows), stream);
     return;
   }
   // DCP: the group's queries (q_group, rank-major heads) against this rank's shard, with the
   // LSE dcp_merge weighs the partial outputs by.
-  const TensorView q_group = views_.tensors[op.reads[1]];
+  const auto& a = op.as<ops::DcpAttention>();
   const std::int64_t group = shard_.attention_heads;
-  const std::int64_t query_shape[] = {rows, group, d};
-  const std::int64_t query_strides[] = {q_group.stride(0), d, 1};
-  const TensorView query = TensorView::strided(q_group.data(), q_group.dtype(), query_shape,
-                                               query_strides, q_group.device());
-  const TensorView lse = views_.tensors[op.writes[1]];
-  const std::int64_t lse_shape[] = {rows, group};
-  layer.impl->forward(layer.state, query, heads(h, kv), heads(h + kv, kv), layer.kv_cache, md,
-                      output, stream, TensorView(lse.data(), DType::kF32, lse_shape, lse.device()));
+  layer.impl->forward(layer.state, heads(a.q_group, 0, group), heads(a.qkv, h, kv),
+                      heads(a.qkv, h + kv, kv), layer.kv_cache, md, rows_of(a.partial, rows),
+                      stream, rows_of(a.lse, rows));
 }
 
 void ModelRunner::mla_attention(const ProgramOp& op, const RunShape& shape,
@@ -424,30 +417,21 @@ void ModelRunner::mla_attention(const ProgramOp& op, const RunShape& shape,
   Layer& layer = *layers_[op.layer];
   const MlaSpec& mla = *spec_.model.mla;
   const int rows = shape.rows;
-  // reads: query input, kv_c_normed, kv_a (its last qk_rope columns are k_pe), positions.
-  const TensorView query_in = rows_of(op.reads[0], rows);
-  const TensorView kv_c = rows_of(op.reads[1], rows);
-  const TensorView kv_a = views_.tensors[op.reads[2]];
-  const std::int64_t pe_shape[] = {rows, mla.qk_rope_head_dim};
-  const std::int64_t pe_strides[] = {kv_a.stride(0), 1};
-  const TensorView k_pe = TensorView::strided(
-      static_cast<std::byte*>(kv_a.data()) +
-          std::int64_t(mla.kv_lora_rank) * static_cast<std::int64_t>(size_of(kv_a.dtype())),
-      kv_a.dtype(), pe_shape, pe_strides, kv_a.device());
-  const TensorView out = views_.tensors[op.writes[0]];
-  const std::int64_t out_shape[] = {rows, out.size(1)};
-  const TensorView output(out.data(), out.dtype(), out_shape, out.device());
+  const bool dcp = op.kind() == OpKind::kDcpMlaAttention;
+  const ops::MlaInputs& in = dcp ? op.as<ops::DcpMlaAttention>().in : op.as<ops::MlaAttention>().in;
+  // kv_a's last qk_rope columns are k_pe.
+  const TensorView k_pe = rows_of(in.kv_a, rows).narrow(1, mla.kv_lora_rank, mla.qk_rope_head_dim);
   std::optional<NvtxRange> range;
   if (ranges) range.emplace(layer.range);
-  if (op.writes.size() == 1) {
-    layer.mla->forward(layer.state, query_in, kv_c, k_pe, layer.kv_cache, md, output, stream);
+  if (!dcp) {
+    layer.mla->forward(layer.state, rows_of(in.query_in, rows), rows_of(in.kv_c, rows), k_pe,
+                       layer.kv_cache, md, rows_of(op.as<ops::MlaAttention>().out, rows), stream);
     return;
   }
   // DCP: the group's heads against this rank's shard, with the LSE dcp_merge weighs them by.
-  const TensorView lse = views_.tensors[op.writes[1]];
-  const std::int64_t lse_shape[] = {rows, lse.size(1)};
-  layer.mla->forward(layer.state, query_in, kv_c, k_pe, layer.kv_cache, md, output, stream,
-                     TensorView(lse.data(), DType::kF32, lse_shape, lse.device()));
+  const auto& a = op.as<ops::DcpMlaAttention>();
+  layer.mla->forward(layer.state, rows_of(in.query_in, rows), rows_of(in.kv_c, rows), k_pe,
+                     layer.kv_cache, md, rows_of(a.partial, rows), stream, rows_of(a.lse, rows));
 }
 
 }  // namespace freezeframe

@@ -99,12 +99,16 @@ class ModelRunner {
                      cudaStream_t stream, bool ranges);
   /// The logits: every rank's shard of the LM head's rows, gathered rank-major into
   /// `gathered`, then copied side by side without the vocabulary's padding.
-  void gather_logits(const ProgramOp& op, int reqs, cudaStream_t stream);
+  void gather_logits(const ops::GatherLogits& op, int reqs, cudaStream_t stream);
   /// DCP: this rank's queries all-gathered over its group into q_group (rank-major heads).
-  void dcp_gather_queries(const ProgramOp& op, int rows, cudaStream_t stream);
+  void dcp_gather_queries(const ops::DcpGatherQueries& op, int rows, cudaStream_t stream);
   /// DCP: each rank's heads of the group's partial outputs and LSEs sent to it (two
   /// all-to-alls) and merged by their LSEs into attn_out.
-  void dcp_merge(const ProgramOp& op, int rows, cudaStream_t stream);
+  void dcp_merge(const ops::DcpMerge& op, int rows, cudaStream_t stream);
+  /// out = in · Wᵀ (the weights stacked).
+  void project(const ops::Projection& p, int rows, cudaStream_t stream);
+  /// hidden += in · Wᵀ.
+  void add_projection(const ops::ResidualProjection& p, int rows, cudaStream_t stream);
   /// x · Wᵀ for the weights `weights` (stacked along the output dimension, fused into one GEMM
   /// when they lie back to back) into `y`; beta 1 adds to y.
   void linear(const TensorView& x, std::span<const int> weights, const TensorView& y, int rows,

@@ -30,12 +30,13 @@ T* at(const TensorView& t, std::int64_t elements) {
 
 }  // namespace
 
-void ModelRunner::dcp_gather_queries(const ProgramOp& op, int rows, cudaStream_t stream) {
-  // reads: qkv (this rank's query heads first); writes: q_group, dcp_q_send, dcp_q_recv.
-  const TensorView qkv = views_.tensors[op.reads[0]];
-  const TensorView q_group = views_.tensors[op.writes[0]];
-  const TensorView send = views_.tensors[op.writes[1]];
-  const TensorView recv = views_.tensors[op.writes[2]];
+void ModelRunner::dcp_gather_queries(const ops::DcpGatherQueries& op, int rows,
+                                     cudaStream_t stream) {
+  // qkv holds this rank's query heads first.
+  const TensorView qkv = views_.tensors[op.qkv];
+  const TensorView q_group = views_.tensors[op.q_group];
+  const TensorView send = views_.tensors[op.send];
+  const TensorView recv = views_.tensors[op.recv];
   const DType dtype = qkv.dtype();
   const auto elem = static_cast<std::int64_t>(size_of(dtype));
   const std::int64_t width = std::int64_t(shard_.query_heads) * spec_.model.head_size;
@@ -51,16 +52,16 @@ void ModelRunner::dcp_gather_queries(const ProgramOp& op, int rows, cudaStream_t
   }
 }
 
-void ModelRunner::dcp_merge(const ProgramOp& op, int rows, cudaStream_t stream) {
-  // reads: attn_partial [rows, G·d], attn_lse [rows, G] (G = D · this rank's heads, rank-major);
-  // writes: attn_out [rows, heads·d] and the collectives' buffers.
-  const TensorView partial = views_.tensors[op.reads[0]];
-  const TensorView lse = views_.tensors[op.reads[1]];
-  const TensorView out = views_.tensors[op.writes[0]];
-  const TensorView out_send = views_.tensors[op.writes[1]];
-  const TensorView lse_send = views_.tensors[op.writes[2]];
-  const TensorView out_recv = views_.tensors[op.writes[3]];
-  const TensorView lse_recv = views_.tensors[op.writes[4]];
+void ModelRunner::dcp_merge(const ops::DcpMerge& op, int rows, cudaStream_t stream) {
+  // attn_partial [rows, G·d], attn_lse [rows, G] (G = D · this rank's heads, rank-major) into
+  // attn_out [rows, heads·d] through the collectives' buffers.
+  const TensorView partial = views_.tensors[op.partial];
+  const TensorView lse = views_.tensors[op.lse];
+  const TensorView out = views_.tensors[op.out];
+  const TensorView out_send = views_.tensors[op.out_send];
+  const TensorView lse_send = views_.tensors[op.lse_send];
+  const TensorView out_recv = views_.tensors[op.out_recv];
+  const TensorView lse_recv = views_.tensors[op.lse_recv];
   const DType dtype = partial.dtype();
   // A head's width: the model's head size, or an MLA model's value head size.
   const std::int64_t heads = shard_.query_heads, d = out.size(1) / heads;
@@ -82,19 +83,15 @@ void ModelRunner::dcp_merge(const ProgramOp& op, int rows, cudaStream_t stream) 
   // Block r of the receives: this rank's heads as rank r attended them to its shard.
   const std::int64_t partial_shape[] = {dcp_size_, rows, heads, d};
   const std::int64_t lse_shape[] = {dcp_size_, rows, heads};
-  const std::int64_t out_shape[] = {rows, heads, d};
-  const std::int64_t out_strides[] = {out.stride(0), d, 1};
-  merge_attention_states(
-      TensorView(out_recv.data(), dtype, partial_shape, out_recv.device()),
-      TensorView(lse_recv.data(), DType::kF32, lse_shape, lse_recv.device()),
-      TensorView::strided(out.data(), out.dtype(), out_shape, out_strides, out.device()),
-      TensorView(), stream);
+  merge_attention_states(TensorView(out_recv.data(), dtype, partial_shape, out_recv.device()),
+                         TensorView(lse_recv.data(), DType::kF32, lse_shape, lse_recv.device()),
+                         rows_of(op.out, rows).unflatten(1, heads), TensorView(), stream);
 }
 
-void ModelRunner::gather_logits(const ProgramOp& op, int reqs, cudaStream_t stream) {
-  const TensorView& shard = views_.tensors[op.reads[0]];
-  const TensorView& gathered = views_.tensors[op.writes[0]];
-  const TensorView& logits = views_.tensors[op.writes[1]];
+void ModelRunner::gather_logits(const ops::GatherLogits& op, int reqs, cudaStream_t stream) {
+  const TensorView& shard = views_.tensors[op.shard];
+  const TensorView& gathered = views_.tensors[op.gathered];
+  const TensorView& logits = views_.tensors[op.logits];
   const std::int64_t rows_per_rank = shard_.vocab_rows, vocab = logits.size(1);
   const std::size_t count = static_cast<std::size_t>(reqs) * rows_per_rank;
   communicator_->all_gather(shard.data(), gathered.data(), count, DType::kF32, stream);

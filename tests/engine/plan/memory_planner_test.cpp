@@ -47,9 +47,9 @@ TEST(ModelProgram, Llama31_8bHasEightBillionParameters) {
             2 * (32 * std::int64_t(218'112'000) + 2 * std::int64_t(128256) * 4096 + 4096));
   // embedding, 10 ops per layer, final norm, lm_head, sample.
   EXPECT_EQ(program.ops.size(), 1u + 32u * 10u + 3u);
-  EXPECT_EQ(program.ops.back().kind, OpKind::kSample);
-  EXPECT_EQ(program.ops[1].kind, OpKind::kRmsNorm);
-  EXPECT_EQ(program.ops[5].kind, OpKind::kAttention);
+  EXPECT_EQ(program.ops.back().kind(), OpKind::kSample);
+  EXPECT_EQ(program.ops[1].kind(), OpKind::kRmsNorm);
+  EXPECT_EQ(program.ops[5].kind(), OpKind::kAttention);
   EXPECT_EQ(program.tensors[program.tensor_index("layers.3.qkv")].width, (32 + 2 * 8) * 128);
   const auto lifetimes = program.lifetimes();
   const int hidden = program.tensor_index("hidden");

@@ -346,7 +346,7 @@ TEST(TensorParallel, EachRanksWeightsAreBlocksThatTileTheWhole) {
 /// Ops of `kind` in the program.
 std::ptrdiff_t count_ops(const ModelProgram& p, OpKind kind) {
   return std::count_if(p.ops.begin(), p.ops.end(),
-                       [&](const ProgramOp& op) { return op.kind == kind; });
+                       [&](const ProgramOp& op) { return op.kind() == kind; });
 }
 
 TEST(TensorParallel, UnderDcpAttentionGathersQueriesAndMergesPartials) {
@@ -361,32 +361,38 @@ TEST(TensorParallel, UnderDcpAttentionGathersQueriesAndMergesPartials) {
   EXPECT_EQ(count_ops(dcp, OpKind::kDcpMerge), 32);
   EXPECT_EQ(dcp.ops.size(), tp.ops.size() + 2 * 32);
   auto width = [&](int tensor) { return dcp.tensors[tensor].width; };
+  EXPECT_EQ(count_ops(dcp, OpKind::kAttention), 0) << "every attention op is DCP's own kind";
+  EXPECT_EQ(count_ops(dcp, OpKind::kDcpAttention), 32);
   for (std::size_t i = 0; i < dcp.ops.size(); ++i) {
-    const ProgramOp& op = dcp.ops[i];
-    if (op.kind != OpKind::kAttention) continue;
-    SCOPED_TRACE("layer " + std::to_string(op.layer));
+    if (dcp.ops[i].kind() != OpKind::kDcpAttention) continue;
+    SCOPED_TRACE("layer " + std::to_string(dcp.ops[i].layer));
     ASSERT_GE(i, 1u);
     ASSERT_LT(i + 2, dcp.ops.size());
-    const ProgramOp& gather = dcp.ops[i - 1];
-    const ProgramOp& merge = dcp.ops[i + 1];
-    const ProgramOp& o_proj = dcp.ops[i + 2];
-    ASSERT_EQ(gather.kind, OpKind::kDcpGatherQueries);
-    ASSERT_EQ(merge.kind, OpKind::kDcpMerge);
-    ASSERT_EQ(o_proj.kind, OpKind::kOProjResidual);
+    ASSERT_EQ(dcp.ops[i - 1].kind(), OpKind::kDcpGatherQueries);
+    ASSERT_EQ(dcp.ops[i + 1].kind(), OpKind::kDcpMerge);
+    ASSERT_EQ(dcp.ops[i + 2].kind(), OpKind::kOProjResidual);
+    const auto& gather = dcp.ops[i - 1].as<ops::DcpGatherQueries>();
+    const auto& attention = dcp.ops[i].as<ops::DcpAttention>();
+    const auto& merge = dcp.ops[i + 1].as<ops::DcpMerge>();
+    const auto& o_proj = dcp.ops[i + 2].as<ops::OProjResidual>();
     // The gather reads the rank's qkv (2 query heads, 1 KV head) and writes the group's queries.
-    EXPECT_EQ(width(gather.reads[0]), (2 + 2 * 1) * 128);
-    EXPECT_EQ(width(gather.writes[0]), 4 * 128);
-    EXPECT_EQ(op.reads, (std::vector<int>{gather.reads[0], gather.writes[0]}));
+    EXPECT_EQ(width(gather.qkv), (2 + 2 * 1) * 128);
+    EXPECT_EQ(width(gather.q_group), 4 * 128);
+    EXPECT_EQ(attention.qkv, gather.qkv);
+    EXPECT_EQ(attention.q_group, gather.q_group);
     // Attention: the group's partial outputs and their LSEs (f32), both the merge's inputs.
-    ASSERT_EQ(op.writes.size(), 2u);
-    EXPECT_EQ(width(op.writes[0]), 4 * 128);
-    EXPECT_EQ(width(op.writes[1]), 4);
-    EXPECT_EQ(dcp.tensors[op.writes[1]].dtype, DType::kF32);
-    EXPECT_EQ(merge.reads, op.writes);
+    EXPECT_EQ(width(attention.partial), 4 * 128);
+    EXPECT_EQ(width(attention.lse), 4);
+    EXPECT_EQ(dcp.tensors[attention.lse].dtype, DType::kF32);
+    EXPECT_EQ(merge.partial, attention.partial);
+    EXPECT_EQ(merge.lse, attention.lse);
     // The merge: the rank's own heads, which o_proj (2 heads' columns) reads.
-    EXPECT_EQ(width(merge.writes[0]), 2 * 128);
-    EXPECT_EQ(o_proj.reads[0], merge.writes[0]);
-    EXPECT_EQ(dcp.weights[o_proj.weights[0]].shape[1], 2 * 128);
+    EXPECT_EQ(width(merge.out), 2 * 128);
+    EXPECT_EQ(o_proj.in, merge.out);
+    EXPECT_EQ(dcp.weights[o_proj.weight].shape[1], 2 * 128);
+    // What the planner reads follows from the operands.
+    EXPECT_EQ(dcp.ops[i].reads, (std::vector<int>{attention.qkv, attention.q_group}));
+    EXPECT_EQ(dcp.ops[i].writes, (std::vector<int>{attention.partial, attention.lse}));
   }
   // Every buffer of the collectives is planned: the plan of a rank holds them all.
   const EngineSpec spec = with_parallel("llama-3.1-8b.yaml", 16, 2);
@@ -403,19 +409,19 @@ TEST(TensorParallel, TheProgramSumsPartialsAndGathersTheLogits) {
   EXPECT_EQ(count_ops(four, OpKind::kAllReduce), 1 + 2 * 32);
   EXPECT_EQ(four.ops.size(), one.ops.size() + 1 + 2 * 32 + 1);
   for (std::size_t i = 1; i < four.ops.size(); ++i) {
-    const OpKind before = four.ops[i - 1].kind;
+    const OpKind before = four.ops[i - 1].kind();
     const bool partial = before == OpKind::kEmbedding || before == OpKind::kOProjResidual ||
                          before == OpKind::kDownProjResidual;
-    EXPECT_EQ(four.ops[i].kind == OpKind::kAllReduce, partial) << "op " << i;
+    EXPECT_EQ(four.ops[i].kind() == OpKind::kAllReduce, partial) << "op " << i;
   }
   const auto gather = std::find_if(four.ops.begin(), four.ops.end(), [](const ProgramOp& op) {
-    return op.kind == OpKind::kGatherLogits;
+    return op.kind() == OpKind::kGatherLogits;
   });
   ASSERT_NE(gather, four.ops.end());
-  EXPECT_EQ((gather - 1)->kind, OpKind::kLmHead);
-  EXPECT_EQ((gather + 1)->kind, OpKind::kSample);
-  EXPECT_EQ(four.tensors[gather->reads[0]].name, "logits_shard");
-  EXPECT_EQ(four.tensors[gather->writes[1]].name, "logits");
+  EXPECT_EQ((gather - 1)->kind(), OpKind::kLmHead);
+  EXPECT_EQ((gather + 1)->kind(), OpKind::kSample);
+  EXPECT_EQ(four.tensors[gather->as<ops::GatherLogits>().shard].name, "logits_shard");
+  EXPECT_EQ(four.tensors[gather->as<ops::GatherLogits>().logits].name, "logits");
 }
 
 }  // namespace

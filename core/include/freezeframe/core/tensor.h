@@ -66,6 +66,9 @@ class TensorView {
   /// The view of elements [start, start + length) along dimension `d`, the strides kept: rows
   /// of a tensor, or columns of each row (a projection's q, k or v inside qkv).
   [[nodiscard]] TensorView narrow(int d, std::int64_t start, std::int64_t length) const;
+  /// The view with dimension `d` split in two, [outer, size(d) / outer], the strides kept: a
+  /// row's heads ([T, H·D] → [T, H, D]), on any strided view.
+  [[nodiscard]] TensorView unflatten(int d, std::int64_t outer) const;
   /// The same memory seen with another shape of the same element count (contiguous only).
   [[nodiscard]] TensorView reshape(std::span<const std::int64_t> shape) const;
   [[nodiscard]] TensorView reshape(std::initializer_list<std::int64_t> shape) const {

@@ -18,48 +18,24 @@
 // add this rank's partial sums (rank 0 adds the residual too), and an all_reduce after each of
 // the three makes the residual stream whole on every rank; the LM head's vocabulary rows are
 // gathered into the logits (gather_logits), so every rank samples the same tokens.
-// With decode context parallelism each attention op also writes its LSE (f32 [T, heads]) for
-// the merge across ranks.
+// With decode context parallelism the queries are gathered over the DCP group, each attention
+// op (dcp_attention, dcp_mla_attention) writes partial outputs and their LSE (f32 [T, heads]),
+// and dcp_merge gives each rank its heads merged across the group.
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "freezeframe/base/dtype.h"
+#include "freezeframe/engine/model/program_ops.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "freezeframe/memory/lifetime_packer.h"
 
 namespace freezeframe {
 
-enum class OpKind {
-  kEmbedding,         ///< hidden = embed_tokens[token_ids]
-  kRmsNorm,           ///< out = rms_norm(in) · weight
-  kQkvProj,           ///< qkv = x · W_qkvᵀ   [T, (H + 2·KV)·D]
-  kQkvBias,           ///< qkv += (b_q, b_k, b_v), each row
-  kRope,              ///< rotary embedding of q and k inside qkv, in place
-  kCacheWrite,        ///< k, v of qkv → the layer's KV cache at the slot mapping
-  kAttention,         ///< out = attention(q, cache) through the layer's backend
-  kOProjResidual,     ///< hidden += attn_out · W_oᵀ
-  kGateUpProj,        ///< gate_up = x · W_gate_upᵀ   [T, 2·I]
-  kSiluAndMul,        ///< act = silu(gate) · up   [T, I]
-  kDownProjResidual,  ///< hidden += act · W_downᵀ
-  kMlaQProj,          ///< q = x · W_qᵀ (owned by the MLA impl; listed for its weight)
-  kMlaKvAProj,        ///< kv_a = x · W_kv_aᵀ   [T, R + rope]
-  kMlaKvANorm,        ///< kv_c_normed = rms_norm(kv_a[:, :R])
-  kMlaAttention,      ///< MLA forward: rope, latent cache write, attention, W_UV
-  kFinalNorm,         ///< normed = rms_norm(hidden[lm_head_rows]): each sequence's last token
-  kLmHead,            ///< logits = normed · W_lm_headᵀ
-  kSample,            ///< sampled_token_ids = a draw from each row of logits (sampler.h)
-  kAllReduce,         ///< hidden = Σ over the tensor-parallel ranks of hidden (T > 1)
-  kGatherLogits,      ///< logits = every rank's logits_shard side by side, padding dropped
-  /// DCP (D > 1): q_group = the queries of every rank of this rank's DCP group, side by side
-  /// in rank order (all-gathered; writes its send and receive buffers too).
-  kDcpGatherQueries,
-  /// DCP: attn_out = this rank's heads of the group's partial outputs, merged by their LSEs
-  /// (each rank's heads sent to it by an all-to-all, then merge_attention_states).
-  kDcpMerge,
-};
 [[nodiscard]] std::string_view to_string(OpKind kind);
 
 /// Where a program tensor lives.
@@ -101,12 +77,30 @@ struct ProgramWeight {
   [[nodiscard]] std::int64_t bytes() const;
 };
 
+/// One op: its operands by name (program_ops.h) and, derived from them, the lists the planner
+/// reads lifetimes from.
 struct ProgramOp {
-  OpKind kind = OpKind::kRmsNorm;
   int layer = -1;
+  OpOperands operands;
   std::vector<int> reads;    ///< indices into ModelProgram::tensors
   std::vector<int> writes;   ///< indices into ModelProgram::tensors (in place = read and write)
   std::vector<int> weights;  ///< indices into ModelProgram::weights
+
+  template <class Operands>
+  ProgramOp(int op_layer, Operands o) : layer(op_layer), operands(std::move(o)) {
+    OpAccess a = std::get<Operands>(operands).access();
+    reads = std::move(a.reads);
+    writes = std::move(a.writes);
+    weights = std::move(a.weights);
+  }
+  [[nodiscard]] OpKind kind() const {
+    return std::visit([](const auto& o) { return o.kKind; }, operands);
+  }
+  /// The operands of an op of kind Operands::kKind (std::bad_variant_access otherwise).
+  template <class Operands>
+  [[nodiscard]] const Operands& as() const {
+    return std::get<Operands>(operands);
+  }
 };
 
 struct ModelProgram {

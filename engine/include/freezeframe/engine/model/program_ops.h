@@ -1,0 +1,202 @@
+#pragma once
+// The operands of each op of the model program, named: one struct per OpKind, built by the
+// program and read by the runner by name. Tensor operands are indices into
+// ModelProgram::tensors, weight operands indices into ModelProgram::weights. Each struct says
+// which of its operands it reads and which it writes (access()), from which the program lists
+// them for the planner's lifetimes.
+
+#include <variant>
+#include <vector>
+
+namespace freezeframe {
+
+enum class OpKind {
+  kEmbedding,         ///< hidden = embed_tokens[token_ids]
+  kRmsNorm,           ///< out = rms_norm(in) · weight
+  kQkvProj,           ///< qkv = x · W_qkvᵀ   [T, (H + 2·KV)·D]
+  kQkvBias,           ///< qkv += (b_q, b_k, b_v), each row
+  kRope,              ///< rotary embedding of q and k inside qkv, in place
+  kCacheWrite,        ///< k, v of qkv → the layer's KV cache at the slot mapping
+  kAttention,         ///< out = attention(q, cache) through the layer's backend
+  kOProjResidual,     ///< hidden += attn_out · W_oᵀ
+  kGateUpProj,        ///< gate_up = x · W_gate_upᵀ   [T, 2·I]
+  kSiluAndMul,        ///< act = silu(gate) · up   [T, I]
+  kDownProjResidual,  ///< hidden += act · W_downᵀ
+  kMlaQProj,          ///< q_a = rms_norm(x · W_q_aᵀ) (q_lora; the rest is the MLA impl's)
+  kMlaKvAProj,        ///< kv_a = x · W_kv_aᵀ   [T, R + rope]
+  kMlaKvANorm,        ///< kv_c_normed = rms_norm(kv_a[:, :R])
+  kMlaAttention,      ///< MLA forward: rope, latent cache write, attention, W_UV
+  kFinalNorm,         ///< normed = rms_norm(hidden[lm_head_rows]): each sequence's last token
+  kLmHead,            ///< logits = normed · W_lm_headᵀ
+  kSample,            ///< sampled_token_ids = a draw from each row of logits (sampler.h)
+  kAllReduce,         ///< hidden = Σ over the tensor-parallel ranks of hidden (T > 1)
+  kGatherLogits,      ///< logits = every rank's logits_shard side by side, padding dropped
+  /// DCP (D > 1): q_group = the queries of every rank of this rank's DCP group, side by side
+  /// in rank order (all-gathered through its send and receive buffers).
+  kDcpGatherQueries,
+  /// DCP: the group's queries against this rank's shard of the cache: partial outputs and
+  /// their LSE (f32 [T, group heads]).
+  kDcpAttention,
+  kDcpMlaAttention,  ///< DCP: the MLA forward over this rank's shard, partial outputs and LSE
+  /// DCP: attn_out = this rank's heads of the group's partial outputs, merged by their LSEs
+  /// (each rank's heads sent to it by an all-to-all, then merge_attention_states).
+  kDcpMerge,
+};
+
+/// What an op reads and writes (in place: both) and the weights it uses.
+struct OpAccess {
+  std::vector<int> reads;
+  std::vector<int> writes;
+  std::vector<int> weights;
+};
+
+namespace ops {
+
+struct Embedding {
+  static constexpr OpKind kKind = OpKind::kEmbedding;
+  int token_ids, hidden, table;
+  [[nodiscard]] OpAccess access() const { return {{token_ids}, {hidden}, {table}}; }
+};
+struct RmsNorm {
+  static constexpr OpKind kKind = OpKind::kRmsNorm;
+  int in, out, weight;
+  [[nodiscard]] OpAccess access() const { return {{in}, {out}, {weight}}; }
+};
+/// out = in · Wᵀ, the weights' rows stacked (q, k, v; gate, up) into one GEMM.
+struct Projection {
+  int in, out;
+  std::vector<int> weights;
+  [[nodiscard]] OpAccess access() const { return {{in}, {out}, weights}; }
+};
+struct QkvProj : Projection {
+  static constexpr OpKind kKind = OpKind::kQkvProj;
+};
+struct GateUpProj : Projection {
+  static constexpr OpKind kKind = OpKind::kGateUpProj;
+};
+struct MlaKvAProj : Projection {
+  static constexpr OpKind kKind = OpKind::kMlaKvAProj;
+};
+struct QkvBias {
+  static constexpr OpKind kKind = OpKind::kQkvBias;
+  int qkv, q_bias, k_bias, v_bias;
+  [[nodiscard]] OpAccess access() const { return {{qkv}, {qkv}, {q_bias, k_bias, v_bias}}; }
+};
+struct Rope {
+  static constexpr OpKind kKind = OpKind::kRope;
+  int qkv, positions;
+  [[nodiscard]] OpAccess access() const { return {{qkv, positions}, {qkv}, {}}; }
+};
+struct CacheWrite {
+  static constexpr OpKind kKind = OpKind::kCacheWrite;
+  int qkv;
+  [[nodiscard]] OpAccess access() const { return {{qkv}, {}, {}}; }
+};
+struct Attention {
+  static constexpr OpKind kKind = OpKind::kAttention;
+  int qkv, out;
+  [[nodiscard]] OpAccess access() const { return {{qkv}, {out}, {}}; }
+};
+struct DcpAttention {
+  static constexpr OpKind kKind = OpKind::kDcpAttention;
+  int qkv, q_group, partial, lse;
+  [[nodiscard]] OpAccess access() const { return {{qkv, q_group}, {partial, lse}, {}}; }
+};
+/// hidden += in · Wᵀ (rank 0 adds the residual; the others their partial sums only).
+struct ResidualProjection {
+  int in, hidden, weight;
+  [[nodiscard]] OpAccess access() const { return {{in, hidden}, {hidden}, {weight}}; }
+};
+struct OProjResidual : ResidualProjection {
+  static constexpr OpKind kKind = OpKind::kOProjResidual;
+};
+struct DownProjResidual : ResidualProjection {
+  static constexpr OpKind kKind = OpKind::kDownProjResidual;
+};
+struct SiluAndMul {
+  static constexpr OpKind kKind = OpKind::kSiluAndMul;
+  int gate_up, act;
+  [[nodiscard]] OpAccess access() const { return {{gate_up}, {act}, {}}; }
+};
+struct MlaQProj {
+  static constexpr OpKind kKind = OpKind::kMlaQProj;
+  int x, q_a, q_a_proj, q_a_norm;
+  [[nodiscard]] OpAccess access() const { return {{x}, {q_a}, {q_a_proj, q_a_norm}}; }
+};
+struct MlaKvANorm {
+  static constexpr OpKind kKind = OpKind::kMlaKvANorm;
+  int kv_a, kv_c, weight;
+  [[nodiscard]] OpAccess access() const { return {{kv_a}, {kv_c}, {weight}}; }
+};
+/// The MLA impl's inputs: the query's input (x, or the q_lora latent), the normed latent, kv_a
+/// again for k_pe (its last rope columns) and the positions; it owns q_proj and kv_b_proj.
+struct MlaInputs {
+  int query_in, kv_c, kv_a, positions, q_proj, kv_b_proj;
+};
+struct MlaAttention {
+  static constexpr OpKind kKind = OpKind::kMlaAttention;
+  MlaInputs in;
+  int out;
+  [[nodiscard]] OpAccess access() const {
+    return {{in.query_in, in.kv_c, in.kv_a, in.positions}, {out}, {in.q_proj, in.kv_b_proj}};
+  }
+};
+struct DcpMlaAttention {
+  static constexpr OpKind kKind = OpKind::kDcpMlaAttention;
+  MlaInputs in;
+  int partial, lse;
+  [[nodiscard]] OpAccess access() const {
+    return {{in.query_in, in.kv_c, in.kv_a, in.positions},
+            {partial, lse},
+            {in.q_proj, in.kv_b_proj}};
+  }
+};
+struct FinalNorm {
+  static constexpr OpKind kKind = OpKind::kFinalNorm;
+  int hidden, lm_head_rows, normed, weight;
+  [[nodiscard]] OpAccess access() const { return {{hidden, lm_head_rows}, {normed}, {weight}}; }
+};
+struct LmHead {
+  static constexpr OpKind kKind = OpKind::kLmHead;
+  int normed, logits, weight;  ///< logits: the whole logits, or this rank's shard (T > 1)
+  [[nodiscard]] OpAccess access() const { return {{normed}, {logits}, {weight}}; }
+};
+struct Sample {
+  static constexpr OpKind kKind = OpKind::kSample;
+  int logits, params, sampled;
+  [[nodiscard]] OpAccess access() const { return {{logits, params}, {sampled}, {}}; }
+};
+struct AllReduce {
+  static constexpr OpKind kKind = OpKind::kAllReduce;
+  int hidden;
+  [[nodiscard]] OpAccess access() const { return {{hidden}, {hidden}, {}}; }
+};
+struct GatherLogits {
+  static constexpr OpKind kKind = OpKind::kGatherLogits;
+  int shard, gathered, logits;
+  [[nodiscard]] OpAccess access() const { return {{shard}, {gathered, logits}, {}}; }
+};
+struct DcpGatherQueries {
+  static constexpr OpKind kKind = OpKind::kDcpGatherQueries;
+  int qkv, q_group, send, recv;
+  [[nodiscard]] OpAccess access() const { return {{qkv}, {q_group, send, recv}, {}}; }
+};
+struct DcpMerge {
+  static constexpr OpKind kKind = OpKind::kDcpMerge;
+  int partial, lse, out, out_send, lse_send, out_recv, lse_recv;
+  [[nodiscard]] OpAccess access() const {
+    return {{partial, lse}, {out, out_send, lse_send, out_recv, lse_recv}, {}};
+  }
+};
+
+}  // namespace ops
+
+using OpOperands =
+    std::variant<ops::Embedding, ops::RmsNorm, ops::QkvProj, ops::QkvBias, ops::Rope,
+                 ops::CacheWrite, ops::Attention, ops::OProjResidual, ops::GateUpProj,
+                 ops::SiluAndMul, ops::DownProjResidual, ops::MlaQProj, ops::MlaKvAProj,
+                 ops::MlaKvANorm, ops::MlaAttention, ops::FinalNorm, ops::LmHead, ops::Sample,
+                 ops::AllReduce, ops::GatherLogits, ops::DcpGatherQueries, ops::DcpAttention,
+                 ops::DcpMlaAttention, ops::DcpMerge>;
+
+}  // namespace freezeframe
