@@ -180,8 +180,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int i = 0; i < kDimTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
 
-  const auto* k_base = static_cast<const std::uint8_t*>(p.k_cache);
-  const auto* v_base = static_cast<const std::uint8_t*>(p.v_cache);
+  const auto* k_base = static_cast<const std::uint8_t*>(p.k);
+  const auto* v_base = static_cast<const std::uint8_t*>(p.v);
   const std::int32_t* blocks =
       p.block_table + static_cast<std::int64_t>(req) * p.block_table_stride;
   const int block_mask = (1 << p.block_shift) - 1;

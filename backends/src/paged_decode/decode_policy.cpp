@@ -124,43 +124,16 @@ void DecodePolicy::run(const AttentionCall& call, cudaStream_t stream) const {
            E::kOutOfMemory, "layer '", layer.name, "': the split-KV workspace holds ",
            layer.workspace.defined() ? layer.workspace.span_bytes() : 0, " bytes; ", rows,
            " rows in ", splits, " splits need ", ws.total);
-  const bool fp8 = is_fp8(call.k.dtype());
-
   paged_decode::DecodeParams d;
-  d.q = call.query.data();
-  d.q_stride_token = call.query.stride(0);
-  d.q_stride_head = call.query.stride(1);
-  d.out = call.output.data();
-  d.out_stride_token = call.output.stride(0);
-  d.out_stride_head = call.output.stride(1);
-  d.lse = call.lse_ln.defined() ? call.lse_ln.data_as<float>() : nullptr;
-  d.lse_stride_token = call.lse_ln.defined() ? call.lse_ln.stride(0) : 0;
+  fill_attention_io(call, p, d);
   if (splits > 1) {
     auto* base = static_cast<std::uint8_t*>(layer.workspace.data());
     d.partial_out = reinterpret_cast<float*>(base);
     d.partial_lse = reinterpret_cast<float*>(base + ws.partial_lse);
   }
-  d.k_cache = call.k.data();
-  d.v_cache = call.v.data();
-  d.stride_block = call.k.stride(0);
-  d.stride_token = call.k.stride(1);
-  d.stride_head = call.k.stride(2);
-  d.block_table = md.block_table;
-  d.block_table_stride = md.block_table_stride;
-  while ((1 << d.block_shift) < block_size) ++d.block_shift;
-  d.query_start_loc = md.query_start_loc;
-  d.seq_lens = md.seq_lens;
   d.num_reqs = md.num_reqs;
   d.num_rows = rows;
-  d.num_heads = p.num_heads;
-  d.num_kv_heads = p.num_kv_heads;
   d.num_splits = splits;
-  d.q_scale = p.scale * (fp8 ? layer.k_scale : 1.0f);
-  d.v_scale = fp8 ? layer.v_scale : 1.0f;
-  d.softcap = p.logits_soft_cap;
-  d.sliding_window = p.sliding_window.value_or(0);
-  d.use_alibi = !p.alibi_slopes.empty();
-  std::copy(p.alibi_slopes.begin(), p.alibi_slopes.end(), d.alibi);
   paged_decode::launch_decode(d, call.query.dtype(), call.k.dtype(), p.head_size, heads_per_cta_,
                               stream);
   if (splits > 1) paged_decode::launch_combine(d, call.query.dtype(), p.head_size, stream);

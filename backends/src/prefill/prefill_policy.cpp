@@ -69,48 +69,17 @@ void PrefillPolicy::run(const AttentionCall& call, bool single_token_rows,
   FF_CHECK(md.plan != nullptr, E::kInvalidArgument, "layer '", call.layer->name,
            "': the step's metadata carries no prefill plan (stage it with the backend's plan "
            "hook: an engine, or the backend's own metadata builder)");
-  const bool fp8 = is_fp8(call.k.dtype());
   prefill::PrefillParams f;
-  f.q = call.query.data();
-  f.q_stride_token = call.query.stride(0);
-  f.q_stride_head = call.query.stride(1);
-  f.out = call.output.data();
-  f.out_stride_token = call.output.stride(0);
-  f.out_stride_head = call.output.stride(1);
-  f.lse = call.lse_ln.defined() ? call.lse_ln.data_as<float>() : nullptr;
-  f.lse_stride_token = call.lse_ln.defined() ? call.lse_ln.stride(0) : 0;
-  f.k = call.k.data();
-  f.v = call.v.data();
-  if (call.paged) {
-    const int block_size = static_cast<int>(call.k.size(1));
-    f.stride_block = call.k.stride(0);
-    f.stride_token = call.k.stride(1);
-    f.stride_head = call.k.stride(2);
-    f.block_table = md.block_table;
-    f.block_table_stride = md.block_table_stride;
-    while ((1 << f.block_shift) < block_size) ++f.block_shift;
-  } else {
-    f.stride_token = call.k.stride(0);
-    f.stride_head = call.k.stride(1);
-    f.kv_start = md.query_start_loc;  // self-attention: a request's keys are its own rows
-  }
-  f.query_start_loc = md.query_start_loc;
-  f.seq_lens = md.seq_lens;
+  fill_attention_io(call, p, f);
+  // Self-attention without a cache: a request's keys are its own rows.
+  if (!call.paged) f.kv_start = md.query_start_loc;
   f.plan = md.plan;
-  f.num_heads = p.num_heads;
-  f.num_kv_heads = p.num_kv_heads;
   while ((1 << f.heads_per_tile_shift) < heads_per_tile_) ++f.heads_per_tile_shift;
-  f.q_scale = p.scale * (fp8 ? call.layer->k_scale : 1.0f);
-  f.v_scale = fp8 ? call.layer->v_scale : 1.0f;
-  f.softcap = p.logits_soft_cap;
-  f.sliding_window = p.sliding_window.value_or(0);
   f.dcp_world = dcp_.world_size;
   f.dcp_interleave_size = dcp_.interleave_size;
   f.dcp_rank = dcp_.rank;
   f.causal = call.causal;
   f.single_token_rows = single_token_rows;
-  f.use_alibi = !p.alibi_slopes.empty();
-  std::copy(p.alibi_slopes.begin(), p.alibi_slopes.end(), f.alibi);
   if (choice_ != PrefillKernelChoice::kMmaSync) {
     const std::optional<std::string> why_not = prefill::sm90_cannot_run(
         call.query.dtype(), p.head_size, call.query, call.k, call.paged, call.output);

@@ -146,9 +146,8 @@ struct DcpMlaAttention {
   MlaInputs in;
   int partial, lse;
   [[nodiscard]] OpAccess access() const {
-    return {{in.query_in, in.kv_c, in.kv_a, in.positions},
-            {partial, lse},
-            {in.q_proj, in.kv_b_proj}};
+    return {
+        {in.query_in, in.kv_c, in.kv_a, in.positions}, {partial, lse}, {in.q_proj, in.kv_b_proj}};
   }
 };
 struct FinalNorm {
