@@ -27,6 +27,7 @@ missing_dependencies() {
   command -v cmake >/dev/null || echo cmake
   command -v ninja >/dev/null || echo ninja-build
   command -v g++ >/dev/null || echo g++
+  command -v curl >/dev/null || echo curl
   any_exists /usr/lib/*/cmake/yaml-cpp/yaml-cpp-config.cmake \
     /usr/lib/cmake/yaml-cpp/yaml-cpp-config.cmake /usr/share/cmake/yaml-cpp/yaml-cpp-config.cmake \
     /usr/local/lib/cmake/yaml-cpp/yaml-cpp-config.cmake || echo libyaml-cpp-dev
@@ -35,6 +36,8 @@ missing_dependencies() {
   any_exists /usr/share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake \
     /usr/lib/*/cmake/nlohmann_json/nlohmann_jsonConfig.cmake "$CARRIED_DEPS"/share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake \
     /usr/local/share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake || echo nlohmann-json3-dev
+  any_exists /usr/lib/*/pkgconfig/cpp-httplib.pc /usr/local/lib/pkgconfig/cpp-httplib.pc ||
+    echo libcpp-httplib-dev
 }
 
 # Packages are installed only when something is missing, so a machine without network access
@@ -46,8 +49,11 @@ ensure_dependencies() {
     log "installing ${missing[*]}"
     local sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+    # A machine without network access (the GPU machine) installs nothing: the build goes on
+    # without what it lacks where it can (the server needs cpp-httplib), else stops there.
+    $sudo apt-get update -qq || log "warning: apt cannot update; installing nothing"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null ||
+      log "warning: could not install ${missing[*]}"
   fi
   if ! command -v nvcc >/dev/null; then
     for dir in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
@@ -58,6 +64,20 @@ ensure_dependencies() {
     echo "error: nvcc (CUDA toolkit 12.4 or newer) not found; install the CUDA toolkit" >&2
     exit 1
   }
+}
+
+# The Python clients the server's tests drive it with (the openai package), in a virtual
+# environment of the build folder's (build/pyenv), from PyPI. A machine that cannot reach PyPI
+# goes on without it: those tests then skip, saying so.
+ensure_python_clients() {
+  local venv="$ROOT/build/pyenv"
+  if [ -x "$venv/bin/python3" ] && "$venv/bin/python3" -c "import openai" 2>/dev/null; then
+    return 0
+  fi
+  log "installing the openai package into build/pyenv"
+  mkdir -p "$ROOT/build"
+  { python3 -m venv "$venv" && "$venv/bin/pip" install -q "openai>=1.30"; } >/dev/null 2>&1 ||
+    log "warning: could not install the openai package; the server's client tests will skip"
 }
 
 # CUDAARCHS (CMake's own variable, e.g. CUDAARCHS=80 or "80;90") picks the GPU architectures,

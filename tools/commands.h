@@ -17,6 +17,7 @@ int run_demo(Args args);
 int run_generate(Args args);
 int run_inspect(Args args);
 int run_plan(Args args);
+int run_serve(Args args);
 int run_serve_sim(Args args);
 int run_tokenize(Args args);
 
@@ -27,6 +28,7 @@ extern const std::string_view kDemoUsage;
 extern const std::string_view kGenerateUsage;
 extern const std::string_view kInspectUsage;
 extern const std::string_view kPlanUsage;
+extern const std::string_view kServeUsage;
 extern const std::string_view kServeSimUsage;
 extern const std::string_view kTokenizeUsage;
 

@@ -33,6 +33,10 @@ constexpr Command kCommands[] = {
      freezeframe::tools::run_inspect, &freezeframe::tools::kInspectUsage},
     {"plan", "print the static memory plan of a spec (no GPU needed); JSON and SVG on request",
      freezeframe::tools::run_plan, &freezeframe::tools::kPlanUsage},
+#ifdef FREEZEFRAME_HAS_SERVER
+    {"serve", "an OpenAI-compatible HTTP server over a checkpoint's model (GPU)",
+     freezeframe::tools::run_serve, &freezeframe::tools::kServeUsage},
+#endif
     {"serve-sim", "replay a request trace through the batcher and graph dispatcher of a spec",
      freezeframe::tools::run_serve_sim, &freezeframe::tools::kServeSimUsage},
     {"tokenize", "encode a text with a checkpoint's tokenizer: ids and pieces (no GPU needed)",
