@@ -27,6 +27,7 @@
 #include "freezeframe/backends/dcp_shard.h"
 #include "freezeframe/core/convert.cuh"
 #include "kernels/mma.cuh"
+#include "prefill/online_softmax.cuh"
 #include "prefill/prefill_params.h"
 
 namespace freezeframe::prefill {
@@ -404,14 +405,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const int r = 2 * mt + i;
-          tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
-          tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
-          const float new_max = fmaxf(row_max[r], tile_max[i] * exp_scale);
-          // A row with no visible key yet keeps max −inf: subtract 0 instead (its p are 0).
-          const float base = new_max == -INFINITY ? 0.0f : new_max;
-          correction[i] = kernels::fast_exp2(row_max[r] - base);
-          row_max[r] = new_max;
-          row_sum[r] *= correction[i];
+          correction[i] =
+              online_softmax_update(quad_max(tile_max[i]), exp_scale, row_max[r], row_sum[r]);
+          const float base = softmax_base(row_max[r]);
 #pragma unroll
           for (int n = 0; n < kKeyTiles; ++n) {
             const float p0 = kernels::fast_exp2(s[mt][n][2 * i] * exp_scale - base);

@@ -1,6 +1,6 @@
 #pragma once
 // Parameters and tile shape of the Hopper prefill kernel (host-visible; the kernel is in
-// prefill_sm90_kernel.cuh).
+// prefill_sm90_kernel.cuh, its parts beside it).
 
 #include <cuda.h>
 
@@ -39,6 +39,7 @@ struct Sm90Config {
   // two at 128-token blocks and slower at 16.)
   static constexpr int kStages = 2;
   static constexpr int kColumnBlocks = D / 64;  // 64 columns = one 128-byte swizzle row
+  static constexpr int kChunks = D / 8;         // 16-byte chunks of a row
   static constexpr int kQBytes = kBlockM * D * 2;
   static constexpr int kTileBytes = kBlockN * D * 2;
   static constexpr int kOBytes = kAsyncIo ? kQBytes : 0;
