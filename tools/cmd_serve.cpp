@@ -56,6 +56,8 @@ constexpr const char* kUsage =
     "  --device-memory SIZE       device memory the plan assumes (default: the GPU's free memory)\n"
     "  --max-concurrent-requests N  requests in progress at once, more get 503 (default 256)\n"
     "  --timeout SECONDS          a client this slow to send or to read is dropped (default 30)\n"
+    "  --no-prefix-cache          compute every prompt whole (default: requests reuse the KV\n"
+    "                             blocks of prefixes other requests computed)\n"
     "  --token-source hash        no GPU: tokens drawn by a hash, not the model (for testing)\n"
     "  --num-blocks N             with --token-source hash: KV blocks of the pool (default 4096)\n"
     "  --step-us N                with --token-source hash: time a step takes (default 0)\n"
@@ -73,6 +75,7 @@ struct ServeArgs {
   bool hash = false;
   std::int32_t num_blocks = 4096;
   int step_us = 0;
+  bool prefix_cache = true;
 };
 
 std::optional<ServeArgs> parse_args(Args args) {
@@ -113,6 +116,8 @@ std::optional<ServeArgs> parse_args(Args args) {
       const int t = static_cast<int>(parse_count(a, value(), 3600));
       s.server.read_timeout_seconds = t;
       s.server.write_timeout_seconds = t;
+    } else if (a == "--no-prefix-cache") {
+      s.prefix_cache = false;
     } else if (a == "--step-us") {
       s.step_us = static_cast<int>(parse_whole(a, value(), 0, 10000000));
     } else if (a == "--num-blocks") {
@@ -177,8 +182,8 @@ int run_serve(Args args) {
     limits.block_size = 16;
     limits.num_blocks = s.num_blocks;
     limits.vocab_size = config.vocab_size;
-    source = std::make_unique<HashTokenSource>(ordinary_tokens(tokenizer, config.vocab_size),
-                                               s.step_us);
+    source =
+        std::make_unique<HashTokenSource>(ordinary_tokens(tokenizer, config.vocab_size), s.step_us);
   } else {
     FF_CHECK(has_gpu(), ErrorCode::kUnsupported, "no GPU to run the model on: ", gpu_status(),
              " (--token-source hash serves without one, its text meaningless)");
@@ -207,7 +212,7 @@ int run_serve(Args args) {
   model.stop_token_ids = stop_tokens(config, tokenizer, false);
   model.chat_stop_token_ids = stop_tokens(config, tokenizer, !tokenizer.chat_template().empty());
 
-  EngineWorker worker(limits, *source);
+  EngineWorker worker(limits, *source, s.prefix_cache);
   ServerMetrics metrics;
   OpenAiServer server(worker, metrics, model, s.server);
   const int port = server.bind();

@@ -38,8 +38,8 @@ const JsonValue* field(const JsonValue& body, std::string_view key) {
 double number(const JsonValue& v, const std::string& name, double lo, double hi) {
   if (v.kind != Kind::kNumber) refuse(name, name + " must be a number, got " + got(v));
   if (!(v.number >= lo && v.number <= hi)) {
-    refuse(name, name + " must be from " + shown(lo) + " to " + shown(hi) + ", got " +
-                     shown(v.number));
+    refuse(name,
+           name + " must be from " + shown(lo) + " to " + shown(hi) + ", got " + shown(v.number));
   }
   return v.number;
 }
@@ -71,8 +71,9 @@ std::vector<std::int32_t> token_ids(const JsonValue& v, const std::string& name)
   if (v.kind != Kind::kArray) refuse(name, name + " must be a list of token ids, got " + got(v));
   std::vector<std::int32_t> ids;
   for (std::size_t i = 0; i < v.items.size(); ++i) {
-    ids.push_back(static_cast<std::int32_t>(integer(
-        v.items[i], name + "[" + std::to_string(i) + "]", 0, std::numeric_limits<std::int32_t>::max())));
+    ids.push_back(
+        static_cast<std::int32_t>(integer(v.items[i], name + "[" + std::to_string(i) + "]", 0,
+                                          std::numeric_limits<std::int32_t>::max())));
   }
   return ids;
 }
@@ -80,7 +81,8 @@ std::vector<std::int32_t> token_ids(const JsonValue& v, const std::string& name)
 /// A message's content: a string, or a list of text parts (images are refused).
 std::string content(const JsonValue& v, const std::string& name) {
   if (v.kind == Kind::kString) return v.string;
-  if (v.kind != Kind::kArray) refuse(name, name + " must be a string or a list of parts, got " + got(v));
+  if (v.kind != Kind::kArray)
+    refuse(name, name + " must be a string or a list of parts, got " + got(v));
   std::string text;
   for (std::size_t i = 0; i < v.items.size(); ++i) {
     const std::string part = name + "[" + std::to_string(i) + "]";
@@ -90,7 +92,8 @@ std::string content(const JsonValue& v, const std::string& name) {
     if (type == nullptr) refuse(part + ".type", part + ".type is required");
     const std::string& t = string(*type, part + ".type");
     if (t != "text") {
-      refuse(part + ".type", part + ".type '" + t + "' is not supported: this server takes text only");
+      refuse(part + ".type",
+             part + ".type '" + t + "' is not supported: this server takes text only");
     }
     const JsonValue* value = field(p, "text");
     if (value == nullptr) refuse(part + ".text", part + ".text is required");
@@ -195,9 +198,9 @@ void read_sampling(const JsonValue& body, CompletionRequest& r) {
   }
   if (const JsonValue* v = field(body, "seed")) {
     // Negative seeds are a client's right; the draw's key is their two's-complement bits.
-    r.sampling.seed = static_cast<std::uint64_t>(integer(*v, "seed",
-                                                         std::numeric_limits<std::int64_t>::min(),
-                                                         std::numeric_limits<std::int64_t>::max()));
+    r.sampling.seed =
+        static_cast<std::uint64_t>(integer(*v, "seed", std::numeric_limits<std::int64_t>::min(),
+                                           std::numeric_limits<std::int64_t>::max()));
     r.seeded = true;
   }
 }
@@ -206,7 +209,8 @@ void refuse_unsupported(const JsonValue& body) {
   if (const JsonValue* n = field(body, "n"); n != nullptr && integer(*n, "n", 1, 128) != 1) {
     refuse("n", "n: one choice a request (n > 1 is not supported)");
   }
-  if (const JsonValue* b = field(body, "best_of"); b != nullptr && integer(*b, "best_of", 1, 128) != 1) {
+  if (const JsonValue* b = field(body, "best_of");
+      b != nullptr && integer(*b, "best_of", 1, 128) != 1) {
     refuse("best_of", "best_of > 1 is not supported");
   }
   for (const char* key : {"tools", "tool_choice", "functions", "function_call"}) {
@@ -272,8 +276,8 @@ CompletionRequest parse_completion_request(std::string_view text, Endpoint endpo
   // max_completion_tokens: the newer name of the chat API.
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (const JsonValue* v = field(body, key)) {
-      r.max_tokens = static_cast<std::int32_t>(
-          integer(*v, key, 1, std::numeric_limits<std::int32_t>::max()));
+      r.max_tokens =
+          static_cast<std::int32_t>(integer(*v, key, 1, std::numeric_limits<std::int32_t>::max()));
     }
   }
   read_sampling(body, r);
@@ -283,7 +287,8 @@ CompletionRequest parse_completion_request(std::string_view text, Endpoint endpo
   }
   if (const JsonValue* v = field(body, "stream")) r.stream = boolean(*v, "stream");
   if (const JsonValue* options = field(body, "stream_options")) {
-    if (options->kind != Kind::kObject) refuse("stream_options", "stream_options must be an object");
+    if (options->kind != Kind::kObject)
+      refuse("stream_options", "stream_options must be an object");
     if (const JsonValue* v = field(*options, "include_usage")) {
       r.include_usage = boolean(*v, "stream_options.include_usage");
     }

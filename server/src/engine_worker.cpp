@@ -30,10 +30,10 @@ void RequestChannel::close(RequestEnd end, std::string error) {
   ready_.notify_all();
 }
 
-EngineWorker::EngineWorker(const DeploymentLimits& limits, TokenSource& source)
-    : limits_(limits), loop_(limits, source) {
+EngineWorker::EngineWorker(const DeploymentLimits& limits, TokenSource& source, bool prefix_caching)
+    : limits_(limits), loop_(limits, source, prefix_caching) {
   snapshot_.blocks_total = loop_.pool().num_blocks();
-  snapshot_.blocks_free = loop_.pool().num_free();
+  snapshot_.blocks_free = loop_.batcher().prefix_cache().num_free();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -114,14 +114,19 @@ void EngineWorker::run() {
       std::unique_lock lock(mutex_);
       snapshot_.running = loop_.batcher().num_running();
       snapshot_.waiting = loop_.batcher().num_waiting();
-      snapshot_.blocks_free = loop_.pool().num_free();
+      const PrefixCache& cache = loop_.batcher().prefix_cache();
+      snapshot_.blocks_free = cache.num_free();
+      snapshot_.blocks_cached = cache.num_cached();
+      snapshot_.prefix_queried_tokens = cache.queried_tokens();
+      snapshot_.prefix_hit_tokens = cache.hit_tokens();
       snapshot_.steps = loop_.steps();
       snapshot_.preemptions = loop_.batcher().num_preemptions();
       busy_ = !live_.empty();
       wake_.notify_all();  // a shutdown waiting for the requests to end
       wake_.wait(lock, [&] { return !arrived_.empty() || !live_.empty() || stop_now_; });
       if (failed_) {
-        for (auto& [request, channel] : arrived_) channel->close(RequestEnd::kError, snapshot_.failure);
+        for (auto& [request, channel] : arrived_)
+          channel->close(RequestEnd::kError, snapshot_.failure);
         arrived_.clear();
         if (!stop_now_) continue;
       }
@@ -175,7 +180,7 @@ void EngineWorker::run() {
     for (std::size_t i = 0; i < events->finished.size(); ++i) {
       if (auto it = live_.find(events->finished[i]); it != live_.end()) {
         it->second->close(events->reasons[i] == FinishReason::kStop ? RequestEnd::kStop
-                                                                     : RequestEnd::kLength);
+                                                                    : RequestEnd::kLength);
         live_.erase(it);
       }
     }

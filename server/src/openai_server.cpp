@@ -94,7 +94,8 @@ struct Generation {
   }
   /// A streamed chunk: `delta` text, and the finish reason in the last.
   [[nodiscard]] json chunk(const std::string& delta, const char* reason, bool role) const {
-    json choice = {{"index", 0}, {"logprobs", nullptr},
+    json choice = {{"index", 0},
+                   {"logprobs", nullptr},
                    {"finish_reason", reason ? json(reason) : json(nullptr)}};
     if (chat()) {
       json d = json::object();
@@ -104,8 +105,11 @@ struct Generation {
     } else {
       choice["text"] = delta;
     }
-    return {{"id", id}, {"object", chat() ? "chat.completion.chunk" : "text_completion"},
-            {"created", created}, {"model", request.model}, {"choices", json::array({choice})}};
+    return {{"id", id},
+            {"object", chat() ? "chat.completion.chunk" : "text_completion"},
+            {"created", created},
+            {"model", request.model},
+            {"choices", json::array({choice})}};
   }
   /// The whole response.
   [[nodiscard]] json whole() const {
@@ -115,8 +119,11 @@ struct Generation {
     } else {
       choice["text"] = text->text();
     }
-    return {{"id", id}, {"object", chat() ? "chat.completion" : "text_completion"},
-            {"created", created}, {"model", request.model}, {"choices", json::array({choice})},
+    return {{"id", id},
+            {"object", chat() ? "chat.completion" : "text_completion"},
+            {"created", created},
+            {"model", request.model},
+            {"choices", json::array({choice})},
             {"usage", usage()}};
   }
 };
@@ -161,8 +168,8 @@ struct OpenAiServer::Impl {
       if (!res.body.empty()) return;
       const ApiError e = api_error(
           res.status,
-          res.status == 413   ? "the request body is larger than " +
-                                  std::to_string(kMaxRequestBytes) + " bytes"
+          res.status == 413
+              ? "the request body is larger than " + std::to_string(kMaxRequestBytes) + " bytes"
           : res.status == 404 ? "no such endpoint"
                               : "the request could not be read",
           res.status == 404 ? "not_found_error" : "invalid_request_error");
@@ -184,7 +191,9 @@ struct OpenAiServer::Impl {
       const WorkerSnapshot s = worker.snapshot();
       const bool ok = s.failure.empty() && s.accepting;
       res.status = ok ? 200 : 503;
-      res.set_content(dump({{"status", ok ? "ok" : s.failure.empty() ? "shutting down" : s.failure}}),
+      res.set_content(dump({{"status", ok                  ? "ok"
+                                       : s.failure.empty() ? "shutting down"
+                                                           : s.failure}}),
                       "application/json");
     });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -192,11 +201,15 @@ struct OpenAiServer::Impl {
     });
     http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
       if (!authorised(req)) {
-        return reply_error(res, api_error(401, "a valid API key is required (Authorization: Bearer KEY)",
-                                          "authentication_error", "", "invalid_api_key"));
+        return reply_error(res,
+                           api_error(401, "a valid API key is required (Authorization: Bearer KEY)",
+                                     "authentication_error", "", "invalid_api_key"));
       }
-      json entry = {{"id", model.name}, {"object", "model"}, {"created", std::time(nullptr)},
-                    {"owned_by", "freezeframe"}, {"max_model_len", model.max_model_len}};
+      json entry = {{"id", model.name},
+                    {"object", "model"},
+                    {"created", std::time(nullptr)},
+                    {"owned_by", "freezeframe"},
+                    {"max_model_len", model.max_model_len}};
       res.set_content(dump({{"object", "list"}, {"data", json::array({entry})}}),
                       "application/json");
     });
@@ -221,9 +234,10 @@ struct OpenAiServer::Impl {
       g.prompt = r.prompt_tokens;
       for (const std::int32_t t : g.prompt) {
         if (t >= model.vocab_size) {
-          throw ApiException(api_error(400, "prompt token " + std::to_string(t) +
-                                                " is outside the vocabulary of " +
-                                                std::to_string(model.vocab_size),
+          throw ApiException(api_error(400,
+                                       "prompt token " + std::to_string(t) +
+                                           " is outside the vocabulary of " +
+                                           std::to_string(model.vocab_size),
                                        "invalid_request_error", "prompt"));
         }
       }
@@ -231,41 +245,43 @@ struct OpenAiServer::Impl {
       g.prompt = tokenizer.encode(r.prompt, /*add_special=*/true);
     }
     if (g.prompt.empty()) {
-      throw ApiException(api_error(400, "the prompt is empty", "invalid_request_error",
-                                   r.endpoint == Endpoint::kChatCompletions ? "messages" : "prompt"));
+      throw ApiException(
+          api_error(400, "the prompt is empty", "invalid_request_error",
+                    r.endpoint == Endpoint::kChatCompletions ? "messages" : "prompt"));
     }
     const std::int64_t prompt = static_cast<std::int64_t>(g.prompt.size());
     const std::int64_t room = model.max_model_len - prompt;
     const std::int64_t max_tokens = r.max_tokens.value_or(room);
     if (room < 1 || max_tokens > room) {
-      throw ApiException(api_error(
-          400,
-          "this model's context is " + std::to_string(model.max_model_len) +
-              " tokens; the request asks for " + std::to_string(prompt + max_tokens) + " (" +
-              std::to_string(prompt) + " in the prompt, " + std::to_string(max_tokens) +
-              " to generate)",
-          "invalid_request_error", r.max_tokens ? "max_tokens" : "prompt",
-          "context_length_exceeded"));
+      throw ApiException(
+          api_error(400,
+                    "this model's context is " + std::to_string(model.max_model_len) +
+                        " tokens; the request asks for " + std::to_string(prompt + max_tokens) +
+                        " (" + std::to_string(prompt) + " in the prompt, " +
+                        std::to_string(max_tokens) + " to generate)",
+                    "invalid_request_error", r.max_tokens ? "max_tokens" : "prompt",
+                    "context_length_exceeded"));
     }
     const DeploymentLimits& limits = worker.limits();
     // The last token drawn is never fed back: it takes no cache slot.
     if (blocks_for(prompt + max_tokens - 1, limits.block_size) > limits.num_blocks) {
-      throw ApiException(api_error(400, "the request needs more KV cache than the server has (" +
-                                            std::to_string(limits.num_blocks) + " blocks of " +
-                                            std::to_string(limits.block_size) + " tokens)",
+      throw ApiException(api_error(400,
+                                   "the request needs more KV cache than the server has (" +
+                                       std::to_string(limits.num_blocks) + " blocks of " +
+                                       std::to_string(limits.block_size) + " tokens)",
                                    "invalid_request_error", "max_tokens"));
     }
     g.max_tokens = static_cast<std::int32_t>(max_tokens);
     for (const std::int32_t t : r.stop_token_ids) {
       if (t >= model.vocab_size) {
-        throw ApiException(api_error(400, "stop token " + std::to_string(t) +
-                                              " is outside the vocabulary",
-                                     "invalid_request_error", "stop_token_ids"));
+        throw ApiException(
+            api_error(400, "stop token " + std::to_string(t) + " is outside the vocabulary",
+                      "invalid_request_error", "stop_token_ids"));
       }
     }
     g.stop_token_ids = r.stop_token_ids;
-    const auto& own = r.endpoint == Endpoint::kChatCompletions ? model.chat_stop_token_ids
-                                                               : model.stop_token_ids;
+    const auto& own =
+        r.endpoint == Endpoint::kChatCompletions ? model.chat_stop_token_ids : model.stop_token_ids;
     g.stop_token_ids.insert(g.stop_token_ids.end(), own.begin(), own.end());
     g.sampling = r.sampling;
     if (!r.seeded) {
@@ -276,14 +292,16 @@ struct OpenAiServer::Impl {
 
   void completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
     if (!authorised(req)) {
-      return reply_error(res, api_error(401, "a valid API key is required (Authorization: Bearer KEY)",
-                                        "authentication_error", "", "invalid_api_key"));
+      return reply_error(res,
+                         api_error(401, "a valid API key is required (Authorization: Bearer KEY)",
+                                   "authentication_error", "", "invalid_api_key"));
     }
     if (active.fetch_add(1) >= options.max_concurrent_requests) {
       active.fetch_sub(1);
-      return reply_error(res, api_error(503, "the server is at its limit of " +
-                                                 std::to_string(options.max_concurrent_requests) +
-                                                 " requests at once; try again",
+      return reply_error(res, api_error(503,
+                                        "the server is at its limit of " +
+                                            std::to_string(options.max_concurrent_requests) +
+                                            " requests at once; try again",
                                         "server_error", "", "overloaded"));
     }
     // Held until the response is written out, streamed or not.
@@ -300,9 +318,9 @@ struct OpenAiServer::Impl {
     try {
       g->request = parse_completion_request(req.body, endpoint);
       if (!g->request.model.empty() && g->request.model != model.name) {
-        throw ApiException(api_error(404, "model '" + g->request.model + "' is not served here; '" +
-                                              model.name + "' is",
-                                     "not_found_error", "model", "model_not_found"));
+        throw ApiException(api_error(
+            404, "model '" + g->request.model + "' is not served here; '" + model.name + "' is",
+            "not_found_error", "model", "model_not_found"));
       }
       prepare(g->request, request);
     } catch (const ApiException& e) {
@@ -317,9 +335,9 @@ struct OpenAiServer::Impl {
     g->text = std::make_unique<TextStream>(*model.tokenizer, g->request.stop);
     const WorkerSnapshot state = worker.snapshot();
     if (!state.accepting) {
-      return reply_error(res, api_error(503, state.failure.empty() ? "the server is shutting down"
-                                                                   : state.failure,
-                                        "server_error"));
+      return reply_error(
+          res, api_error(503, state.failure.empty() ? "the server is shutting down" : state.failure,
+                         "server_error"));
     }
     g->channel = worker.submit(std::move(request));
     if (g->request.stream) {
@@ -334,8 +352,8 @@ struct OpenAiServer::Impl {
     const double tpot = g.completion_tokens > 1
                             ? seconds(g.last - g.first) / double(g.completion_tokens - 1)
                             : -1.0;
-    metrics.finished(g.end.value_or(RequestEnd::kAbort), g.prompt_tokens, g.completion_tokens,
-                     ttft, tpot, seconds(Clock::now() - g.start));
+    metrics.finished(g.end.value_or(RequestEnd::kAbort), g.prompt_tokens, g.completion_tokens, ttft,
+                     tpot, seconds(Clock::now() - g.start));
   }
 
   void stream(httplib::Response& res, std::shared_ptr<Generation> g,
@@ -376,27 +394,26 @@ struct OpenAiServer::Impl {
         });
   }
 
-  void whole(httplib::Response& res, std::shared_ptr<Generation> g,
-             std::shared_ptr<void> release) {
+  void whole(httplib::Response& res, std::shared_ptr<Generation> g, std::shared_ptr<void> release) {
     // Chunked, so that a space can be written while the text is made (JSON allows whitespace
     // before the object): a client that went away fails the write and the request ends.
-    res.set_chunked_content_provider(
-        "application/json", [this, g, release](std::size_t, httplib::DataSink& sink) {
-          while (!g->end) {
-            (void)g->advance(std::chrono::milliseconds(1000));
-            if (!g->end && !sink.write(" ", 1)) return gone(*g);
-          }
-          std::string body;
-          if (*g->end == RequestEnd::kError) {
-            body = api_error(500, g->error, "server_error").body();
-          } else {
-            body = dump(g->whole());
-          }
-          sink.write(body.data(), body.size());
-          sink.done();
-          record(*g);
-          return true;
-        });
+    res.set_chunked_content_provider("application/json",
+                                     [this, g, release](std::size_t, httplib::DataSink& sink) {
+                                       while (!g->end) {
+                                         (void)g->advance(std::chrono::milliseconds(1000));
+                                         if (!g->end && !sink.write(" ", 1)) return gone(*g);
+                                       }
+                                       std::string body;
+                                       if (*g->end == RequestEnd::kError) {
+                                         body = api_error(500, g->error, "server_error").body();
+                                       } else {
+                                         body = dump(g->whole());
+                                       }
+                                       sink.write(body.data(), body.size());
+                                       sink.done();
+                                       record(*g);
+                                       return true;
+                                     });
   }
 
   /// The client is gone: its request ends now.
@@ -422,7 +439,8 @@ int OpenAiServer::bind() {
     FF_CHECK(port > 0, ErrorCode::kInvalidArgument, "cannot listen on ", o.host, " (any port)");
   } else {
     FF_CHECK(impl_->http.bind_to_port(o.host, port), ErrorCode::kInvalidArgument,
-             "cannot listen on ", o.host, ":", port, " (in use, or not an address of this machine)");
+             "cannot listen on ", o.host, ":", port,
+             " (in use, or not an address of this machine)");
   }
   return port;
 }

@@ -76,7 +76,8 @@ std::string ServerMetrics::text(const WorkerSnapshot& w) const {
   metric(out, p + "requests_total", "counter", "Requests by how they ended.");
   const char* outcomes[] = {"stop", "length", "abort", "error"};
   for (std::size_t i = 0; i < ended_.size(); ++i) {
-    out += p + "requests_total{outcome=\"" + outcomes[i] + "\"} " + std::to_string(ended_[i]) + "\n";
+    out +=
+        p + "requests_total{outcome=\"" + outcomes[i] + "\"} " + std::to_string(ended_[i]) + "\n";
   }
   const std::pair<const char*, std::uint64_t> refusals[] = {
       {"400", refused_400_}, {"401", refused_401_}, {"413", refused_413_},
@@ -96,9 +97,23 @@ std::string ServerMetrics::text(const WorkerSnapshot& w) const {
   out += p + "num_requests_running " + std::to_string(w.running) + "\n";
   metric(out, p + "num_requests_waiting", "gauge", "Requests waiting to be admitted.");
   out += p + "num_requests_waiting " + std::to_string(w.waiting) + "\n";
-  metric(out, p + "kv_blocks", "gauge", "KV cache blocks by state.");
+  metric(out, p + "kv_blocks", "gauge",
+         "KV cache blocks: used (held by requests), free (free or cached and unheld), cached "
+         "(in the prefix cache, held or not).");
   out += p + "kv_blocks{state=\"used\"} " + std::to_string(w.blocks_total - w.blocks_free) + "\n";
   out += p + "kv_blocks{state=\"free\"} " + std::to_string(w.blocks_free) + "\n";
+  out += p + "kv_blocks{state=\"cached\"} " + std::to_string(w.blocks_cached) + "\n";
+  metric(out, p + "prefix_cache_queries_total", "counter",
+         "Prompt tokens admitted requests looked up in the prefix cache.");
+  out += p + "prefix_cache_queries_total " + std::to_string(w.prefix_queried_tokens) + "\n";
+  metric(out, p + "prefix_cache_hits_total", "counter", "Of those, tokens found cached.");
+  out += p + "prefix_cache_hits_total " + std::to_string(w.prefix_hit_tokens) + "\n";
+  metric(out, p + "prefix_cache_hit_rate", "gauge", "hits / queries since the start.");
+  out += p + "prefix_cache_hit_rate " +
+         number(w.prefix_queried_tokens > 0
+                    ? double(w.prefix_hit_tokens) / double(w.prefix_queried_tokens)
+                    : 0.0) +
+         "\n";
   metric(out, p + "steps_total", "counter", "Engine steps run.");
   out += p + "steps_total " + std::to_string(w.steps) + "\n";
   metric(out, p + "preemptions_total", "counter", "Requests preempted to be recomputed.");

@@ -26,12 +26,30 @@ std::string_view to_string(FinishReason reason) {
   return "unknown";
 }
 
-ContinuousBatcher::ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool)
-    : ContinuousBatcher(limits, pool, DcpSharding{1, 1, limits.block_size}) {}
+namespace {
+
+/// Tokens of a block: cache.block_size, times the DCP ranks (a virtual block).
+int tokens_per_block(const DcpSharding& dcp) {
+  return dcp.virtual_block_size() > 0 && dcp.virtual_block_size() <= INT32_MAX
+             ? static_cast<int>(dcp.virtual_block_size())
+             : 1;
+}
+
+}  // namespace
 
 ContinuousBatcher::ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool,
-                                     const DcpSharding& dcp)
-    : limits_(limits), pool_(pool) {
+                                     bool prefix_caching)
+    : ContinuousBatcher(limits, pool, DcpSharding{1, 1, limits.block_size}, prefix_caching) {}
+
+ContinuousBatcher::ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool,
+                                     const DcpSharding& dcp, bool prefix_caching)
+    : limits_(limits),
+      pool_(pool),
+      tokens_per_block_(tokens_per_block(dcp)),
+      cache_(pool, tokens_per_block_, prefix_caching) {
+  FF_CHECK(!prefix_caching || dcp.world_size == 1, ErrorCode::kUnsupported,
+           "prefix caching under decode context parallelism (", dcp.world_size,
+           " ranks) is not supported yet: run without it");
   FF_CHECK(limits.max_num_seqs > 0 && limits.max_num_batched_tokens >= limits.max_num_seqs,
            ErrorCode::kInvalidArgument,
            "the batcher needs scheduler.max_num_seqs > 0 and "
@@ -49,7 +67,6 @@ ContinuousBatcher::ContinuousBatcher(const DeploymentLimits& limits, BlockPool& 
            ErrorCode::kInvalidArgument, "the batcher's DCP layout (", dcp.world_size,
            " ranks, interleave ", dcp.interleave_size, ", blocks of ", dcp.block_size,
            ") does not fit cache.block_size ", limits.block_size);
-  tokens_per_block_ = static_cast<int>(dcp.virtual_block_size());
 }
 
 Admission ContinuousBatcher::add(int id, std::int32_t prompt_tokens, std::int32_t output_tokens) {
@@ -101,7 +118,7 @@ Admission ContinuousBatcher::queue(std::unique_ptr<Request> r) {
   r->output = static_cast<std::int32_t>(std::min<std::int64_t>(r->output, most_output));
   const std::int32_t blocks = blocks_for(r->prompt + std::max(0, r->output - 1), tokens_per_block_);
   // Its longest sequence must fit the whole cache; blocks are taken as it grows.
-  if (blocks > pool_.num_blocks()) return Admission::kCacheTooSmall;
+  if (blocks > cache_.num_blocks()) return Admission::kCacheTooSmall;
   r->target = r->prompt;
   waiting_.push_back(std::move(r));
   return admission;
@@ -123,7 +140,7 @@ std::int32_t ContinuousBatcher::token_at(const Request& r, std::int32_t p) const
 bool ContinuousBatcher::grow(Request& r, std::int32_t tokens) {
   const std::int32_t needed = blocks_for(r.computed + tokens, tokens_per_block_) -
                               static_cast<std::int32_t>(r.blocks.size());
-  while (needed > pool_.num_free()) {
+  while (needed > cache_.num_free()) {
     // Free the latest admitted request not in this step, to recompute it later.
     Request* victim = nullptr;
     for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
@@ -135,17 +152,44 @@ bool ContinuousBatcher::grow(Request& r, std::int32_t tokens) {
     if (victim == nullptr) return false;
     preempt(*victim);
   }
-  if (needed > 0) pool_.allocate(needed, r.blocks);
+  if (needed > 0) cache_.allocate(needed, r.blocks);
   return true;
 }
 
-void ContinuousBatcher::preempt(Request& r) {
-  pool_.release(r.blocks);
+void ContinuousBatcher::drop_blocks(Request& r) {
+  cache_.release(r.blocks);
   r.blocks.clear();
-  // Recompute: the prompt and every output token so far are prefilled again, and the step
-  // that ends that prefill samples the next token.
-  r.target = r.prompt + r.generated;
   r.computed = 0;
+  r.committed = 0;
+  r.chain = PrefixCache::kRootHash;
+}
+
+void ContinuousBatcher::match_prefix(Request& r) {
+  if (!cache_.enabled() || r.computed > 0 || !r.blocks.empty()) return;
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(r.target));
+  for (std::int32_t p = 0; p < r.target; ++p) tokens[p] = token_at(r, p);
+  // Never the last token: the step that computes it draws the next one.
+  r.computed = cache_.match(tokens, r.target - 1, r.blocks, r.chain);
+  r.committed = static_cast<std::int32_t>(r.blocks.size());
+}
+
+void ContinuousBatcher::commit_blocks(Request& r) {
+  const std::int32_t full = r.computed / tokens_per_block_;
+  if (!cache_.enabled() || full <= r.committed) return;
+  std::vector<std::int32_t> tokens;
+  tokens.reserve(static_cast<std::size_t>(full - r.committed) * tokens_per_block_);
+  for (std::int32_t p = r.committed * tokens_per_block_; p < full * tokens_per_block_; ++p) {
+    tokens.push_back(token_at(r, p));
+  }
+  cache_.commit(r.blocks, tokens, r.committed, full, r.chain);
+  r.committed = full;
+}
+
+void ContinuousBatcher::preempt(Request& r) {
+  drop_blocks(r);
+  // Recompute: the prompt and every output token so far are prefilled again (from the cache,
+  // where it still holds them), and the step that ends that prefill samples the next token.
+  r.target = r.prompt + r.generated;
   ++preemptions_;
   const auto it =
       std::find_if(running_.begin(), running_.end(), [&](const auto& q) { return q.get() == &r; });
@@ -181,9 +225,16 @@ const StepBatch* ContinuousBatcher::schedule() {
   while (budget > 0 && !waiting_.empty() &&
          static_cast<int>(running_.size()) < limits_.max_num_seqs) {
     Request& next = *waiting_.front();
+    match_prefix(next);
     const std::int32_t chunk = std::min(budget, next.target - next.computed);
-    // Admission preempts nobody: it waits for blocks instead.
-    if (blocks_for(chunk, tokens_per_block_) > pool_.num_free()) break;
+    // Admission preempts nobody: it waits for blocks instead (and gives back what it matched).
+    const std::int32_t needed = blocks_for(next.computed + chunk, tokens_per_block_) -
+                                static_cast<std::int32_t>(next.blocks.size());
+    if (needed > cache_.num_free()) {
+      drop_blocks(next);
+      break;
+    }
+    if (cache_.enabled()) cache_.record_lookup(next.target, next.computed);
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
     run(*running_.back(), chunk);
@@ -223,7 +274,7 @@ bool ContinuousBatcher::abort(int id) {
     return true;
   }
   if (auto it = std::find_if(running_.begin(), running_.end(), match); it != running_.end()) {
-    pool_.release((*it)->blocks);
+    cache_.release((*it)->blocks);
     running_.erase(it);
     return true;
   }
@@ -240,6 +291,7 @@ ContinuousBatcher::StepEvents ContinuousBatcher::complete_step(
     Request* r = step_order_[i];
     const bool was_prefill = in_prefill(*r);
     r->computed += r->scheduled;
+    commit_blocks(*r);
     // A step that ends the prefill, and every decode step, samples one output token: the one
     // at position `computed`, fed back by the next step (a recompute puts it back where it
     // was, so the outputs so far stay as they are).
@@ -267,7 +319,7 @@ ContinuousBatcher::StepEvents ContinuousBatcher::complete_step(
     if (done(r)) {
       events.finished.push_back(r->id);
       events.reasons.push_back(r->stopped ? FinishReason::kStop : FinishReason::kLength);
-      pool_.release(r->blocks);
+      cache_.release(r->blocks);
     }
   }
   running_.erase(std::remove_if(running_.begin(), running_.end(), done), running_.end());

@@ -2,8 +2,9 @@
 
 namespace freezeframe {
 
-GenerationLoop::GenerationLoop(const DeploymentLimits& limits, TokenSource& source)
-    : pool_(limits.num_blocks), batcher_(limits, pool_), source_(source) {}
+GenerationLoop::GenerationLoop(const DeploymentLimits& limits, TokenSource& source,
+                               bool prefix_caching)
+    : pool_(limits.num_blocks), batcher_(limits, pool_, prefix_caching), source_(source) {}
 
 const ContinuousBatcher::StepEvents* GenerationLoop::step() {
   const StepBatch* batch = batcher_.schedule();

@@ -43,8 +43,8 @@ TEST(CompletionRequest, ReadsACompletion) {
 }
 
 TEST(CompletionRequest, DefaultsAreOpenAis) {
-  const CompletionRequest r = parse_completion_request(R"({"prompt": [1, 2, 3]})",
-                                                       Endpoint::kCompletions);
+  const CompletionRequest r =
+      parse_completion_request(R"({"prompt": [1, 2, 3]})", Endpoint::kCompletions);
   EXPECT_EQ(r.prompt_tokens, (std::vector<std::int32_t>{1, 2, 3}));
   EXPECT_FALSE(r.max_tokens);
   EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
@@ -119,10 +119,12 @@ TEST(CompletionRequest, ChatMistakesAndWhatIsNotSupported) {
       {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].role"},
       {R"({"messages": [{"role": "user"}]})", "messages[0].content"},
       {R"({"messages": [{"role": "user", "content": [{"type": "image_url",
-           "image_url": {"url": "http://x"}}]}]})", "messages[0].content[0].type"},
+           "image_url": {"url": "http://x"}}]}]})",
+       "messages[0].content[0].type"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": []})", "tools"},
       {R"({"messages": [{"role": "user", "content": "x"}],
-           "response_format": {"type": "json_object"}})", "response_format"},
+           "response_format": {"type": "json_object"}})",
+       "response_format"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.body);

@@ -187,6 +187,16 @@ def main():
     check(s.metric('freezeframe_requests_total{outcome="abort"}') == aborted + 1,
           "a client that went away is counted as aborted")
 
+    # A shared system prompt: later chats find its blocks in the prefix cache.
+    hits = s.metric("freezeframe_prefix_cache_hits_total")
+    system = "You are a careful assistant. " * 20
+    for question in ("first?", "second?", "third?"):
+        c.chat.completions.create(model=model, max_tokens=4, messages=[
+            {"role": "system", "content": system}, {"role": "user", "content": question}])
+    check(s.metric("freezeframe_prefix_cache_hits_total") >= hits + 2 * 16 * 8,
+          "a shared system prompt is found in the prefix cache")
+    check(0 < s.metric("freezeframe_prefix_cache_hit_rate") <= 1, "a hit rate in (0, 1]")
+
     # Bad requests, each with its status and OpenAI's error object.
     def refused(body, status, param=None, path="/v1/completions", headers=None):
         code, text = s.post(path, body, headers)

@@ -15,9 +15,8 @@ namespace freezeframe {
 namespace {
 
 const Tokenizer& smollm2() {
-  static const Tokenizer t =
-      Tokenizer::from_json(std::string(FREEZEFRAME_SOURCE_DIR) +
-                           "/tests/fixtures/tokenizer/smollm2/tokenizer.json");
+  static const Tokenizer t = Tokenizer::from_json(
+      std::string(FREEZEFRAME_SOURCE_DIR) + "/tests/fixtures/tokenizer/smollm2/tokenizer.json");
   return t;
 }
 
@@ -69,7 +68,9 @@ TEST(TextStream, BytesThatMakeNoCharacterBecomeReplacements) {
   EXPECT_EQ(out, "") << "held: the character may still end";
   out += s.push(byte('a'));
   out += s.finish();
-  EXPECT_EQ(out, "\xEF\xBF\xBD" "a");
+  EXPECT_EQ(out,
+            "\xEF\xBF\xBD"
+            "a");
   TextStream cut(t, {});
   std::string tail = cut.push(byte('b'));
   tail += cut.push(byte(0xE6));

@@ -48,15 +48,15 @@ enum class Endpoint {
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;
-  std::vector<ChatMessage> messages;  ///< chat
-  std::string prompt;                 ///< completions, as text ...
+  std::vector<ChatMessage> messages;        ///< chat
+  std::string prompt;                       ///< completions, as text ...
   std::vector<std::int32_t> prompt_tokens;  ///< ... or as token ids (then `prompt` is empty)
   std::optional<std::int32_t> max_tokens;   ///< absent: to the end of the context
   /// OpenAI's defaults: temperature 1, top_p 1, every token (top_k 0); the seed is drawn per
   /// request unless given (`seeded`).
   SamplingParams sampling{1.0f, 0, 1.0f, 0};
   bool seeded = false;
-  std::vector<std::string> stop;          ///< strings that end the text, never part of it
+  std::vector<std::string> stop;  ///< strings that end the text, never part of it
   std::vector<std::int32_t> stop_token_ids;
   bool stream = false;
   bool include_usage = false;  ///< stream_options.include_usage: a last chunk with the usage

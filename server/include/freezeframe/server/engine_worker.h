@@ -74,7 +74,10 @@ struct WorkerSnapshot {
   int running = 0;
   int waiting = 0;
   std::int32_t blocks_total = 0;
-  std::int32_t blocks_free = 0;
+  std::int32_t blocks_free = 0;            ///< free, or cached and held by no request
+  std::int32_t blocks_cached = 0;          ///< in the prefix cache, held or not
+  std::int64_t prefix_queried_tokens = 0;  ///< prompt tokens admitted requests looked up
+  std::int64_t prefix_hit_tokens = 0;      ///< ... found cached
   long steps = 0;
   long preemptions = 0;
   bool accepting = true;
@@ -84,8 +87,8 @@ struct WorkerSnapshot {
 class EngineWorker {
  public:
   /// Starts the engine thread over `source` (used on that thread only; it must outlive the
-  /// worker) within `limits`.
-  EngineWorker(const DeploymentLimits& limits, TokenSource& source);
+  /// worker) within `limits`, with automatic prefix caching unless `prefix_caching` is false.
+  EngineWorker(const DeploymentLimits& limits, TokenSource& source, bool prefix_caching = true);
   ~EngineWorker();
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
@@ -118,8 +121,8 @@ class EngineWorker {
   std::condition_variable wake_;
   std::deque<std::pair<GenerationRequest, std::shared_ptr<RequestChannel>>> arrived_;
   bool accepting_ = true;
-  bool stop_now_ = false;   // shutdown: abort what is left and return
-  bool busy_ = false;       // requests live or being admitted
+  bool stop_now_ = false;  // shutdown: abort what is left and return
+  bool busy_ = false;      // requests live or being admitted
   WorkerSnapshot snapshot_;
   std::once_flag joined_;
   std::thread thread_;

@@ -21,9 +21,9 @@ namespace freezeframe {
 
 /// The model as the server presents it.
 struct ServedModel {
-  std::string name;                ///< the id clients name it by (GET /v1/models)
+  std::string name;                      ///< the id clients name it by (GET /v1/models)
   const Tokenizer* tokenizer = nullptr;  ///< must outlive the server
-  std::int64_t max_model_len = 0;  ///< prompt and output together
+  std::int64_t max_model_len = 0;        ///< prompt and output together
   std::int32_t vocab_size = 0;
   std::vector<std::int32_t> stop_token_ids;       ///< a completion ends at these
   std::vector<std::int32_t> chat_stop_token_ids;  ///< a chat ends at these (end of turn too)
@@ -31,11 +31,11 @@ struct ServedModel {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;                 ///< 0: any free port (bind() says which)
-  std::string api_key;             ///< non-empty: /v1/* need "Authorization: Bearer KEY"
+  int port = 8000;                    ///< 0: any free port (bind() says which)
+  std::string api_key;                ///< non-empty: /v1/* need "Authorization: Bearer KEY"
   int max_concurrent_requests = 256;  ///< more at once get 503
-  int read_timeout_seconds = 30;   ///< a client slower than this to send is dropped
-  int write_timeout_seconds = 30;  ///< ... or to read
+  int read_timeout_seconds = 30;      ///< a client slower than this to send is dropped
+  int write_timeout_seconds = 30;     ///< ... or to read
 };
 
 class OpenAiServer {

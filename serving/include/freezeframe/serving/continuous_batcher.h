@@ -9,6 +9,12 @@
 // waits, first in line, to be recomputed (its prompt and outputs so far prefilled again), as
 // vLLM preempts; abort() ends a request at any time.
 //
+// With prefix caching (prefix_cache.h) a request admitted starts from the longest prefix of its
+// sequence other requests left in the cache, whole blocks only and never its last token (whose
+// logits draw the next one): those tokens count as computed, and only the rest is prefilled. A
+// request's blocks are recorded in the cache as they fill, its prompt's and its outputs' alike,
+// so a conversation's next turn finds the last one's.
+//
 // The batcher holds each request's tokens: its prompt, and every output token as the step that
 // drew it reports it (complete_step(sampled)), fed back as the next step's input. A request
 // finishes when it draws one of its stop tokens or reaches its output length. A request added
@@ -25,6 +31,7 @@
 #include "freezeframe/engine/runtime/sampler.h"
 #include "freezeframe/engine/runtime/step_batch.h"
 #include "freezeframe/memory/block_pool.h"
+#include "freezeframe/serving/prefix_cache.h"
 
 namespace freezeframe {
 
@@ -56,13 +63,15 @@ enum class FinishReason {
 class ContinuousBatcher {
  public:
   /// Schedules within `limits` (scheduler.max_num_seqs, max_num_batched_tokens, max_model_len,
-  /// cache.block_size) over `pool`, which must outlive the batcher.
-  ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool);
+  /// cache.block_size) over `pool`, which must outlive the batcher; with `prefix_caching`,
+  /// requests share the blocks of their common prefixes.
+  ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool, bool prefix_caching = false);
   /// The same for ranks under decode context parallelism: a block of `pool` is a virtual block
   /// of dcp.virtual_block_size() positions (each rank keeps its share of it in its own block
   /// of that id), so the pool holds dcp.world_size times the tokens; the steps validate with
-  /// validate_step(step, limits, dcp).
-  ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool, const DcpSharding& dcp);
+  /// validate_step(step, limits, dcp). Prefix caching is refused here (kUnsupported) for now.
+  ContinuousBatcher(const DeploymentLimits& limits, BlockPool& pool, const DcpSharding& dcp,
+                    bool prefix_caching = false);
 
   /// Queues a request that has arrived, unless it cannot run (a prompt longer than
   /// max_model_len, or a sequence larger than the whole cache); an output that would run past
@@ -109,6 +118,8 @@ class ContinuousBatcher {
   [[nodiscard]] int num_running() const { return static_cast<int>(running_.size()); }
   /// Requests preempted so far (each recomputed later).
   [[nodiscard]] long num_preemptions() const { return preemptions_; }
+  /// The blocks: free, cached, and the prefix cache's hits.
+  [[nodiscard]] const PrefixCache& prefix_cache() const { return cache_; }
 
  private:
   struct Request {
@@ -118,9 +129,11 @@ class ContinuousBatcher {
     std::int32_t computed = 0;   // tokens whose K/V are in the cache
     std::int32_t generated = 0;  // output tokens produced
     std::vector<std::int32_t> blocks;
-    std::int32_t scheduled = 0;            // new tokens in the current step
-    std::vector<std::int32_t> prompt_ids;  // empty: derived from the id and position
-    std::vector<std::int32_t> outputs;     // every output token so far
+    std::int32_t committed = 0;                    // blocks recorded in the prefix cache
+    std::uint64_t chain = PrefixCache::kRootHash;  // the hash through them
+    std::int32_t scheduled = 0;                    // new tokens in the current step
+    std::vector<std::int32_t> prompt_ids;          // empty: derived from the id and position
+    std::vector<std::int32_t> outputs;             // every output token so far
     std::vector<std::int32_t> stop;
     SamplingParams sampling;
     bool sampled = false;  // added with sampling parameters
@@ -135,10 +148,17 @@ class ContinuousBatcher {
   /// Takes the blocks `r` needs for `tokens` more, preempting others; false when it cannot.
   bool grow(Request& r, std::int32_t tokens);
   void preempt(Request& r);
+  /// Starts `r` from the longest cached prefix of its sequence.
+  void match_prefix(Request& r);
+  /// Gives `r`'s blocks back and forgets what it computed.
+  void drop_blocks(Request& r);
+  /// Records `r`'s blocks that its computed tokens fill.
+  void commit_blocks(Request& r);
 
   DeploymentLimits limits_;
   BlockPool& pool_;
-  int tokens_per_block_ = 0;  ///< block_size, times the DCP ranks (virtual blocks)
+  int tokens_per_block_ = 0;
+  PrefixCache cache_;  ///< block_size, times the DCP ranks (virtual blocks)
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> running_;  // admission order
   std::vector<Request*> step_order_;

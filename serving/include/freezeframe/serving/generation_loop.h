@@ -17,9 +17,10 @@ namespace freezeframe {
 
 class GenerationLoop {
  public:
-  /// Schedules within `limits` over a pool of its limits.num_blocks KV blocks; `source` (which
-  /// must outlive the loop) runs every step.
-  GenerationLoop(const DeploymentLimits& limits, TokenSource& source);
+  /// Schedules within `limits` over a pool of its limits.num_blocks KV blocks, with prefix
+  /// caching when `prefix_caching` (prefix_cache.h); `source` (which must outlive the loop)
+  /// runs every step.
+  GenerationLoop(const DeploymentLimits& limits, TokenSource& source, bool prefix_caching = false);
   GenerationLoop(const GenerationLoop&) = delete;
   GenerationLoop& operator=(const GenerationLoop&) = delete;
 
