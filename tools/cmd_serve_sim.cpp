@@ -36,6 +36,7 @@ constexpr const char* kUsage =
     "usage: freezeframe serve-sim SPEC.yaml --trace FILE [--schedule-only] [--time-scale X]\n"
     "                             [--max-requests N] [--device-memory SIZE] [--backend NAME]\n"
     "                             [--step-ms MS | --cost-model FILE] [--sample]\n"
+    "                             [--no-prefix-cache]\n"
     "  --trace FILE       request trace: Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens)\n"
     "                     or Mooncake JSON Lines (timestamp, input_length, output_length, "
     "hash_ids)\n"
@@ -55,7 +56,10 @@ constexpr const char* kUsage =
     "  --sample           draw each output token on the GPU (temperature 0.8, top-k 40,\n"
     "                     top-p 0.95, a seed per request)\n"
     "                     and feed it back; a request that draws one of the checkpoint's\n"
-    "                     end-of-sequence tokens finishes early\n";
+    "                     end-of-sequence tokens finishes early\n"
+    "  --no-prefix-cache  prefill every prompt whole (default: a request starts from the\n"
+    "                     longest prefix cached; a Mooncake trace's equal hash ids are equal\n"
+    "                     tokens)\n";
 
 }  // namespace
 
@@ -66,6 +70,7 @@ int run_serve_sim(Args args) {
   std::optional<std::int64_t> device_bytes;
   TraceOptions trace_options;
   ServingOptions serving;
+  serving.prefix_caching = true;
   bool schedule_only = false, step_ms_given = false, sample = false;
   std::string cost_model_path;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -93,6 +98,8 @@ int run_serve_sim(Args args) {
       step_ms_given = true;
     } else if (a == "--cost-model") {
       cost_model_path = std::string(value());
+    } else if (a == "--no-prefix-cache") {
+      serving.prefix_caching = false;
     } else if (a == "--sample") {
       sample = true;
     } else if (a.empty() || a[0] == '-') {
@@ -186,12 +193,25 @@ int run_serve_sim(Args args) {
     prompt_tokens += t.prompt_tokens;
     reusable += t.reusable_prefix_tokens;
   }
+  const auto share = [](std::int64_t part, std::int64_t whole) {
+    return whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+  };
   if (reusable > 0) {
-    std::printf(
-        "prefix reuse the trace's hash ids allow: %lld of %lld prompt tokens (%.1f%%); "
-        "not used (no prefix cache yet)\n",
-        static_cast<long long>(reusable), static_cast<long long>(prompt_tokens),
-        100.0 * static_cast<double>(reusable) / static_cast<double>(prompt_tokens));
+    std::printf("prefix reuse the trace's hash ids allow: %lld of %lld prompt tokens (%.1f%%)\n",
+                static_cast<long long>(reusable), static_cast<long long>(prompt_tokens),
+                share(reusable, prompt_tokens));
+  }
+  if (serving.prefix_caching) {
+    std::printf("prefix cache: %lld of %lld prompt tokens admitted found cached (%.1f%%)",
+                static_cast<long long>(r.prefix_hit_tokens),
+                static_cast<long long>(r.prefix_queried_tokens),
+                share(r.prefix_hit_tokens, r.prefix_queried_tokens));
+    if (reusable > 0) {
+      std::printf("; %.1f%% of what the hash ids allow", share(r.prefix_hit_tokens, reusable));
+    }
+    std::printf("\n");
+  } else {
+    std::printf("prefix cache: off (--no-prefix-cache)\n");
   }
   std::printf("kv cache %lld blocks of %d (device memory %s), graph mode %.*s, %zu capture sizes\n",
               static_cast<long long>(the_plan.kv_cache.num_blocks), spec.cache.block_size,

@@ -19,7 +19,7 @@
 namespace freezeframe {
 namespace {
 
-constexpr std::int64_t kHashBlockTokens = 512;  // Mooncake's hash block size
+constexpr std::int64_t kHashBlockTokens = kTraceHashBlockTokens;
 
 /// Scans one line: the position and the line's text for messages.
 class LineScanner {
@@ -153,6 +153,7 @@ std::vector<TraceRequest> parse_mooncake_trace(std::string_view jsonl, std::stri
     r.output_tokens = static_cast<std::int32_t>(output);
     r.reusable_prefix_tokens = static_cast<std::int32_t>(
         std::min<std::int64_t>(input, static_cast<std::int64_t>(reusable) * kHashBlockTokens));
+    r.hash_ids.assign(ids.begin(), ids.end());
     out.push_back(r);
   }
   FF_CHECK(!out.empty(), ErrorCode::kInvalidArgument, source, ": the trace holds no request");

@@ -21,7 +21,8 @@ PrefixCache::PrefixCache(BlockPool& pool, std::int32_t tokens_per_block, bool en
            "a prefix cache needs blocks of at least one token, got ", tokens_per_block);
 }
 
-std::uint64_t PrefixCache::hash_block(std::uint64_t parent, std::span<const std::int32_t> tokens) const {
+std::uint64_t PrefixCache::hash_block(std::uint64_t parent,
+                                      std::span<const std::int32_t> tokens) const {
   std::uint64_t h = mix(parent, static_cast<std::uint64_t>(tokens.size()));
   for (const std::int32_t t : tokens) h = mix(h, static_cast<std::uint32_t>(t));
   return h;
@@ -103,9 +104,8 @@ void PrefixCache::release(std::span<const std::int32_t> blocks) {
   pool_.release(to_pool);
 }
 
-void PrefixCache::commit(std::span<const std::int32_t> blocks,
-                         std::span<const std::int32_t> tokens, std::int32_t first,
-                         std::int32_t full, std::uint64_t& chain) {
+void PrefixCache::commit(std::span<const std::int32_t> blocks, std::span<const std::int32_t> tokens,
+                         std::int32_t first, std::int32_t full, std::uint64_t& chain) {
   if (!enabled_ || full <= first) return;
   FF_CHECK(first >= 0 && full <= static_cast<std::int32_t>(blocks.size()) &&
                static_cast<std::int64_t>(full - first) * tokens_per_block_ ==

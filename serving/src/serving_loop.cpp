@@ -10,6 +10,14 @@
 namespace freezeframe {
 namespace {
 
+/// A token of a trace's hash block: the block's id and the position in it, mixed.
+std::uint64_t mix_token(std::uint64_t id, std::uint64_t offset) {
+  std::uint64_t z = id * 0x9E3779B97F4A7C15ull + offset;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 Percentiles percentiles(std::vector<double> v);
 
 double percentile(std::vector<double> v, double q) {
@@ -48,7 +56,7 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
            std::int64_t(kMaxStepMs), " ms (an hour), got ", options.modelled_step_ms);
   const DeploymentGeometry geometry = DeploymentGeometry::of(spec).with_num_blocks(num_blocks);
   BlockPool pool(geometry.limits.num_blocks);
-  ContinuousBatcher batcher(geometry.limits, pool);
+  ContinuousBatcher batcher(geometry.limits, pool, options.prefix_caching);
   const std::int32_t vocab = std::max(1, spec.model.vocab_size);
 
   ServingReport report;
@@ -59,14 +67,20 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
   const auto admit = [&](std::size_t i) {
     const TraceRequest& t = trace[i];
     // A prompt that cannot run is refused by its length, before its tokens are made.
-    if (!sampling || t.prompt_tokens <= 0 || t.prompt_tokens > geometry.limits.max_model_len) {
+    if ((!sampling && !options.prefix_caching) || t.prompt_tokens <= 0 ||
+        t.prompt_tokens > geometry.limits.max_model_len) {
       return batcher.add(static_cast<int>(i), t.prompt_tokens, t.output_tokens);
     }
     GenerationRequest g;
     g.id = static_cast<int>(i);
     g.prompt.resize(static_cast<std::size_t>(t.prompt_tokens));
     for (std::size_t p = 0; p < g.prompt.size(); ++p) {
-      g.prompt[p] = static_cast<std::int32_t>((i * 7919 + p) % static_cast<std::size_t>(vocab));
+      const std::size_t block = p / kTraceHashBlockTokens;
+      const std::uint64_t key =
+          block < t.hash_ids.size()
+              ? mix_token(static_cast<std::uint64_t>(t.hash_ids[block]), p % kTraceHashBlockTokens)
+              : i * 7919 + p;
+      g.prompt[p] = static_cast<std::int32_t>(key % static_cast<std::uint64_t>(vocab));
     }
     g.max_tokens = t.output_tokens;
     g.stop_token_ids = options.stop_token_ids;
@@ -147,6 +161,8 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
   }
   report.seconds = now;
   report.preemptions = batcher.num_preemptions();
+  report.prefix_queried_tokens = batcher.prefix_cache().queried_tokens();
+  report.prefix_hit_tokens = batcher.prefix_cache().hit_tokens();
   std::vector<double> queue, ttft, tpot;
   for (std::size_t i = 0; i < trace.size(); ++i) {
     if (first_run[i] >= 0) queue.push_back((first_run[i] - trace[i].arrival_s) * 1e3);

@@ -102,7 +102,7 @@ class FakeModel final : public TokenSource {
 };
 
 inline GenerationRequest request(int id, int prompt, int max_tokens, std::uint64_t seed,
-                          std::mt19937& rng) {
+                                 std::mt19937& rng) {
   GenerationRequest g;
   g.id = id;
   g.prompt.resize(prompt);

@@ -73,7 +73,7 @@ TEST(PrefixCache, SharedBlocksAreCountedAndEvictedLeastRecentlyUsedFirst) {
   EXPECT_EQ(cache.match(iota(0, 4), 4, x2, chain), 4);
   EXPECT_EQ(cache.match(iota(0, 4), 4, x3, chain), 4);
   EXPECT_EQ(cache.references(x[0]), 3);
-  cache.release(y);   // y's blocks unheld first ...
+  cache.release(y);  // y's blocks unheld first ...
   cache.release(x);
   cache.release(x2);  // ... then x's still held by x3
   EXPECT_EQ(cache.num_free(), 2);
@@ -121,7 +121,8 @@ std::vector<GenerationRequest> stream(std::mt19937& rng, int count) {
     if (rng() % 4 != 0) g.prompt = systems[rng() % systems.size()];
     if (i > 0 && rng() % 3 == 0) g.prompt = out[rng() % out.size()].prompt;  // a next turn
     const int extra = 1 + static_cast<int>(rng() % 30);
-    for (int k = 0; k < extra; ++k) g.prompt.push_back(static_cast<std::int32_t>(rng() % (kVocab - 1)));
+    for (int k = 0; k < extra; ++k)
+      g.prompt.push_back(static_cast<std::int32_t>(rng() % (kVocab - 1)));
     if (g.prompt.size() > 200) g.prompt.resize(200);
     g.max_tokens = 1 + static_cast<std::int32_t>(rng() % 24);
     g.stop_token_ids = {kEos};
@@ -142,7 +143,8 @@ struct Served {
 Served serve(const std::vector<GenerationRequest>& requests, std::int32_t blocks, bool caching) {
   const DeploymentLimits l = serving_testing::limits(blocks);
   FakeModel model(l);
-  for (const auto& r : requests) model.prompt_len[r.sampling.seed] = static_cast<std::int32_t>(r.prompt.size());
+  for (const auto& r : requests)
+    model.prompt_len[r.sampling.seed] = static_cast<std::int32_t>(r.prompt.size());
   GenerationLoop loop(l, model, caching);
   Served run;
   std::size_t next = 0;
@@ -198,12 +200,14 @@ TEST(PrefixCaching, APromptAllCachedStillComputesItsLastToken) {
   ASSERT_EQ(loop.add(first), Admission::kQueued);
   std::map<int, std::vector<std::int32_t>> outputs;
   while (const auto* e = loop.step()) {
-    for (std::size_t i = 0; i < e->produced.size(); ++i) outputs[e->produced[i]].push_back(e->tokens[i]);
+    for (std::size_t i = 0; i < e->produced.size(); ++i)
+      outputs[e->produced[i]].push_back(e->tokens[i]);
   }
   const long fed = model.fed_tokens;
   ASSERT_EQ(loop.add(again), Admission::kQueued);
   while (const auto* e = loop.step()) {
-    for (std::size_t i = 0; i < e->produced.size(); ++i) outputs[e->produced[i]].push_back(e->tokens[i]);
+    for (std::size_t i = 0; i < e->produced.size(); ++i)
+      outputs[e->produced[i]].push_back(e->tokens[i]);
   }
   EXPECT_EQ(outputs[1], outputs[0]);
   EXPECT_EQ(loop.batcher().prefix_cache().hit_tokens(), 16) << "the first block, not the last";

@@ -140,5 +140,35 @@ TEST(ServingLoop, ACountOfPrefillTokensIsTheSumOfThePrompts) {
   }
 }
 
+// With prefix caching the Mooncake head's equal hash ids are equal tokens: nearly all the reuse
+// they allow is found (whole 16-token blocks of 512-token hash blocks, never a prompt's last
+// token), the prefill shrinks by exactly what was found, and nothing else changes.
+TEST(ServingLoop, PrefixCachingFindsTheReuseTheHashIdsAllow) {
+  const std::vector<TraceRequest> trace = load_trace(
+      std::string(FREEZEFRAME_SOURCE_DIR) + "/tests/traces/mooncake_conversation_head.jsonl");
+  const EngineSpec llama =
+      load_spec(std::string(FREEZEFRAME_SOURCE_DIR) + "/configs/llama-3.1-8b.yaml");
+  const Dispatcher d(effective_graph_mode(llama), llama.cuda_graphs.capture_sizes,
+                     llama.scheduler.max_num_seqs);
+  const ServingReport off =
+      run_serving_loop(llama, 28750, d, trace, nullptr, {.modelled_step_ms = 20});
+  ServingOptions caching{.modelled_step_ms = 20};
+  caching.prefix_caching = true;
+  const ServingReport on = run_serving_loop(llama, 28750, d, trace, nullptr, caching);
+  std::int64_t bound = 0, prompts = 0;
+  for (const TraceRequest& t : trace) {
+    bound += t.reusable_prefix_tokens;
+    prompts += t.prompt_tokens;
+  }
+  ASSERT_EQ(on.finished, trace.size());
+  EXPECT_EQ(on.prefix_queried_tokens, prompts);
+  EXPECT_GE(on.prefix_hit_tokens, bound * 9 / 10);
+  EXPECT_LE(on.prefix_hit_tokens, bound);
+  EXPECT_EQ(on.prefill_tokens, off.prefill_tokens - on.prefix_hit_tokens);
+  EXPECT_EQ(on.decode_tokens, off.decode_tokens);
+  EXPECT_EQ(off.prefix_hit_tokens, 0);
+  EXPECT_LE(on.ttft_ms.p50, off.ttft_ms.p50);
+}
+
 }  // namespace
 }  // namespace freezeframe

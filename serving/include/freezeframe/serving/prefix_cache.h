@@ -30,7 +30,9 @@ class PrefixCache {
     return pool_.num_free() + static_cast<std::int32_t>(evictable_.size());
   }
   /// Cached blocks (held or not).
-  [[nodiscard]] std::int32_t num_cached() const { return static_cast<std::int32_t>(by_hash_.size()); }
+  [[nodiscard]] std::int32_t num_cached() const {
+    return static_cast<std::int32_t>(by_hash_.size());
+  }
   [[nodiscard]] std::int32_t num_blocks() const { return pool_.num_blocks(); }
 
   /// The hash chain of a sequence before its first block.
@@ -75,16 +77,16 @@ class PrefixCache {
     std::list<std::int32_t>::iterator lru;  // in evictable_ while references == 0
   };
   [[nodiscard]] std::uint64_t hash_block(std::uint64_t parent,
-                                    std::span<const std::int32_t> tokens) const;
+                                         std::span<const std::int32_t> tokens) const;
   void take(std::int32_t block);  // a reference, out of the evictable list
 
   BlockPool& pool_;
   std::int32_t tokens_per_block_;
   bool enabled_;
-  std::unordered_map<std::int32_t, Cached> cached_;         // by block id
+  std::unordered_map<std::int32_t, Cached> cached_;          // by block id
   std::unordered_map<std::uint64_t, std::int32_t> by_hash_;  // chain hash → block
-  std::unordered_map<std::int32_t, std::int32_t> held_;     // uncached blocks' references
-  std::list<std::int32_t> evictable_;                       // least recently used first
+  std::unordered_map<std::int32_t, std::int32_t> held_;      // uncached blocks' references
+  std::list<std::int32_t> evictable_;                        // least recently used first
   std::int64_t hit_tokens_ = 0, queried_tokens_ = 0;
 };
 

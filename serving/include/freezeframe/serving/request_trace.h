@@ -21,7 +21,13 @@ struct TraceRequest {
   /// Leading prompt tokens an ideal prefix cache would hold (Mooncake's hash_ids: the blocks
   /// of the longest prefix every block of which an earlier request had); 0 when unknown.
   std::int32_t reusable_prefix_tokens = 0;
+  /// Mooncake's hash ids, one per 512-token block of the prompt from its start (as many as
+  /// the trace gives); empty for Azure traces.
+  std::vector<std::int64_t> hash_ids = {};
 };
+
+/// Tokens of one of Mooncake's hash blocks.
+inline constexpr std::int32_t kTraceHashBlockTokens = 512;
 
 /// The largest time scale: a thousand times slower than the trace already turns a day into
 /// nearly three years of arrivals.

@@ -7,9 +7,11 @@
 // so an idle trace does not take its wall time.
 //
 // A trace has lengths only: each prompt token's id is derived from its request and position,
-// so steps carry real, varying inputs. Output tokens are derived the same way, unless the
-// engine samples: then each request's tokens are drawn on the GPU and fed back, and a request
-// finishes early when it draws one of ServingOptions::stop_token_ids.
+// so steps carry real, varying inputs; where a Mooncake trace gives hash ids, from the block's
+// id and the position in it, so equal prefixes are equal tokens (what prefix caching finds). Output
+// tokens are derived the same way, unless the engine samples: then each request's tokens are drawn
+// on the GPU and fed back, and a request finishes early when it draws one of
+// ServingOptions::stop_token_ids.
 
 #include <cstdint>
 #include <vector>
@@ -46,11 +48,14 @@ struct ServingReport {
   long prefill_tokens = 0;
   long decode_tokens = 0;
   long steps_by_mode[3] = {0, 0, 0};  ///< indexed by RuntimeMode
-  long real_tokens_in_graphs = 0;     ///< tokens of graph steps before padding
-  long padded_tokens_in_graphs = 0;   ///< ... and after
-  double seconds = 0.0;               ///< on the loop's clock (modelled without an engine)
-  double busy_seconds = 0.0;          ///< time spent in steps
-  double step_ms_p50 = 0.0;           ///< step() plus waiting for its results
+  /// With prefix caching: prompt tokens admitted requests looked up, and those found cached.
+  std::int64_t prefix_queried_tokens = 0;
+  std::int64_t prefix_hit_tokens = 0;
+  long real_tokens_in_graphs = 0;    ///< tokens of graph steps before padding
+  long padded_tokens_in_graphs = 0;  ///< ... and after
+  double seconds = 0.0;              ///< on the loop's clock (modelled without an engine)
+  double busy_seconds = 0.0;         ///< time spent in steps
+  double step_ms_p50 = 0.0;          ///< step() plus waiting for its results
   double step_ms_p99 = 0.0;
   double step_ms_max = 0.0;
   /// What the requests saw, on the loop's clock (ms): from arrival to the first step that ran
@@ -75,6 +80,9 @@ struct ServingOptions {
   /// finish it early (a checkpoint's CheckpointConfig::eos_token_ids).
   SamplingParams sampling = {};
   std::vector<std::int32_t> stop_token_ids = {};
+  /// Automatic prefix caching (prefix_cache.h). A trace's prompts get tokens: those of its
+  /// hash blocks (Mooncake: equal ids, equal tokens), then tokens of the request's own.
+  bool prefix_caching = false;
 };
 
 /// Replays `trace` through the spec's batcher and `dispatcher` (the engine's when `engine` is
