@@ -285,6 +285,7 @@ CompletionRequest parse_completion_request(std::string_view text, Endpoint endpo
   if (const JsonValue* ids = field(body, "stop_token_ids")) {
     r.stop_token_ids = token_ids(*ids, "stop_token_ids");
   }
+  if (const JsonValue* v = field(body, "ignore_eos")) r.ignore_eos = boolean(*v, "ignore_eos");
   if (const JsonValue* v = field(body, "stream")) r.stream = boolean(*v, "stream");
   if (const JsonValue* options = field(body, "stream_options")) {
     if (options->kind != Kind::kObject)

@@ -259,7 +259,7 @@ struct OpenAiServer::Impl {
                         " tokens; the request asks for " + std::to_string(prompt + max_tokens) +
                         " (" + std::to_string(prompt) + " in the prompt, " +
                         std::to_string(max_tokens) + " to generate)",
-                    "invalid_request_error", r.max_tokens ? "max_tokens" : "prompt",
+                    "invalid_request_error", room >= 1 && r.max_tokens ? "max_tokens" : "prompt",
                     "context_length_exceeded"));
     }
     const DeploymentLimits& limits = worker.limits();
@@ -282,7 +282,7 @@ struct OpenAiServer::Impl {
     g.stop_token_ids = r.stop_token_ids;
     const auto& own =
         r.endpoint == Endpoint::kChatCompletions ? model.chat_stop_token_ids : model.stop_token_ids;
-    g.stop_token_ids.insert(g.stop_token_ids.end(), own.begin(), own.end());
+    if (!r.ignore_eos) g.stop_token_ids.insert(g.stop_token_ids.end(), own.begin(), own.end());
     g.sampling = r.sampling;
     if (!r.seeded) {
       std::lock_guard lock(seed_mutex);

@@ -26,7 +26,7 @@ TEST(CompletionRequest, ReadsACompletion) {
       R"({"model": "m", "prompt": "Hello", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9,
           "top_k": 20, "seed": -3, "stop": ["\n\n", "END"], "stop_token_ids": [2],
           "stream": true, "stream_options": {"include_usage": true}, "user": "u",
-          "presence_penalty": 0, "n": 1, "logprobs": null})",
+          "presence_penalty": 0, "n": 1, "logprobs": null, "ignore_eos": true})",
       Endpoint::kCompletions);
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.prompt, "Hello");
@@ -40,6 +40,7 @@ TEST(CompletionRequest, ReadsACompletion) {
   EXPECT_EQ(r.stop_token_ids, (std::vector<std::int32_t>{2}));
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.ignore_eos);
 }
 
 TEST(CompletionRequest, DefaultsAreOpenAis) {

@@ -239,6 +239,24 @@ def main():
     slow.close()
     check(s.get("/health")[0] == 200, "the server is healthy after all of it")
 
+    # The load generator (bench/serve_load.py) against it: every request streamed and timed.
+    import os
+    import tempfile
+    load = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
+                        "serve_load.py")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "load.json")
+        ran = subprocess.run([sys.executable, load, "--url", s.url, "--concurrency", "8",
+                              "--requests", "24", "--max-tokens", "16", "--ignore-eos", "--json",
+                              out, "--timeout", "60"], capture_output=True, text=True, timeout=120)
+        check(ran.returncode == 0, "serve_load.py runs: " + ran.stdout + ran.stderr)
+        report = json.load(open(out))
+        check(report["succeeded"] == 24 and report["output_tokens"] == 24 * 16,
+              "serve_load.py: 24 requests of 16 tokens: %s" % {k: report[k] for k in
+                                                               ("succeeded", "output_tokens")})
+        check(report["ttft_ms"]["p50"] > 0 and report["output_tokens_per_s"] > 0,
+              "serve_load.py times them")
+
     # Every request done: every block free, nothing running or waiting.
     deadline = time.time() + 10
     while time.time() < deadline and s.metric('freezeframe_kv_blocks{state="used"}') != 0:

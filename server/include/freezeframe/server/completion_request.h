@@ -58,6 +58,7 @@ struct CompletionRequest {
   bool seeded = false;
   std::vector<std::string> stop;  ///< strings that end the text, never part of it
   std::vector<std::int32_t> stop_token_ids;
+  bool ignore_eos = false;  ///< the model's own stop tokens do not end it (a load test's)
   bool stream = false;
   bool include_usage = false;  ///< stream_options.include_usage: a last chunk with the usage
 };
