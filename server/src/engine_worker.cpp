@@ -31,7 +31,7 @@ void RequestChannel::close(RequestEnd end, std::string error) {
 }
 
 EngineWorker::EngineWorker(const DeploymentLimits& limits, TokenSource& source, bool prefix_caching)
-    : limits_(limits), loop_(limits, source, prefix_caching) {
+    : limits_(limits), loop_(limits, source, prefix_caching), source_(source) {
   snapshot_.blocks_total = loop_.pool().num_blocks();
   snapshot_.blocks_free = loop_.batcher().prefix_cache().num_free();
   thread_ = std::thread([this] { run(); });
@@ -121,6 +121,7 @@ void EngineWorker::run() {
       snapshot_.prefix_hit_tokens = cache.hit_tokens();
       snapshot_.steps = loop_.steps();
       snapshot_.preemptions = loop_.batcher().num_preemptions();
+      for (int m = 0; m < 3; ++m) snapshot_.steps_by_mode[m] = steps_by_mode_[m];
       busy_ = !live_.empty();
       wake_.notify_all();  // a shutdown waiting for the requests to end
       wake_.wait(lock, [&] { return !arrived_.empty() || !live_.empty() || stop_now_; });
@@ -171,6 +172,9 @@ void EngineWorker::run() {
       // plan; do not spin.
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
+    }
+    if (const std::optional<RuntimeMode> mode = source_.last_mode()) {
+      ++steps_by_mode_[static_cast<int>(*mode)];
     }
     for (std::size_t i = 0; i < events->produced.size(); ++i) {
       if (auto it = live_.find(events->produced[i]); it != live_.end()) {

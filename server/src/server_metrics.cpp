@@ -116,6 +116,12 @@ std::string ServerMetrics::text(const WorkerSnapshot& w) const {
          "\n";
   metric(out, p + "steps_total", "counter", "Engine steps run.");
   out += p + "steps_total " + std::to_string(w.steps) + "\n";
+  metric(out, p + "steps_by_mode_total", "counter",
+         "Engine steps by how they ran: eager, piecewise or full CUDA graphs.");
+  for (int m = 0; m < 3; ++m) {
+    out += p + "steps_by_mode_total{mode=\"" + std::string(to_string(static_cast<RuntimeMode>(m))) +
+           "\"} " + std::to_string(w.steps_by_mode[m]) + "\n";
+  }
   metric(out, p + "preemptions_total", "counter", "Requests preempted to be recomputed.");
   out += p + "preemptions_total " + std::to_string(w.preemptions) + "\n";
   return out;

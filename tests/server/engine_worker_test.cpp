@@ -143,6 +143,29 @@ TEST(EngineWorker, ShutdownWithoutFinishingAbortsWhatRuns) {
   EXPECT_EQ(drain(*channel).second, RequestEnd::kAbort);
 }
 
+// A source that says how its steps ran: the worker counts them by mode.
+class FullGraphSource final : public TokenSource {
+ public:
+  FullGraphSource() : hash_(vocabulary()) {}
+  std::span<const std::int32_t> run(const StepBatch& step) override { return hash_.run(step); }
+  [[nodiscard]] std::optional<RuntimeMode> last_mode() const override { return RuntimeMode::kFull; }
+
+ private:
+  HashTokenSource hash_;
+};
+
+TEST(EngineWorker, CountsStepsByMode) {
+  FullGraphSource source;
+  EngineWorker worker(limits(), source);
+  auto channel = worker.submit(request(4, 6));
+  EXPECT_EQ(drain(*channel).second, RequestEnd::kLength);
+  EXPECT_TRUE(eventually([&] {
+    const WorkerSnapshot s = worker.snapshot();
+    return s.steps > 0 && s.steps_by_mode[static_cast<int>(RuntimeMode::kFull)] == s.steps;
+  }));
+  EXPECT_EQ(worker.snapshot().steps_by_mode[static_cast<int>(RuntimeMode::kEager)], 0);
+}
+
 // A source that fails: every request ends with the reason and /health would say it.
 class FailingSource final : public TokenSource {
  public:

@@ -24,7 +24,7 @@ struct LoopResult {
 
 /// Drives the batcher to completion, checking every step against the step validation.
 inline LoopResult drive(ContinuousBatcher& batcher, BlockPool& pool, const DeploymentLimits& limits,
-                 const std::vector<TraceRequest>& trace, int dcp_world = 1) {
+                        const std::vector<TraceRequest>& trace, int dcp_world = 1) {
   const DcpSharding dcp{dcp_world, 1, limits.block_size};
   DeploymentLimits step_limits = limits;
   step_limits.num_blocks = pool.num_blocks();

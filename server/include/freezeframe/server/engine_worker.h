@@ -79,6 +79,7 @@ struct WorkerSnapshot {
   std::int64_t prefix_queried_tokens = 0;  ///< prompt tokens admitted requests looked up
   std::int64_t prefix_hit_tokens = 0;      ///< ... found cached
   long steps = 0;
+  long steps_by_mode[3] = {0, 0, 0};  ///< indexed by RuntimeMode, where the source says
   long preemptions = 0;
   bool accepting = true;
   std::string failure;  ///< why the engine stopped, empty while it runs
@@ -116,6 +117,8 @@ class EngineWorker {
   std::map<int, std::shared_ptr<RequestChannel>> live_;  // engine thread only
   int next_id_ = 0;
   bool failed_ = false;  // the token source threw: the loop is not run again
+  TokenSource& source_;
+  long steps_by_mode_[3] = {0, 0, 0};
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

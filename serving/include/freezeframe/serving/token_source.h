@@ -5,6 +5,7 @@
 // back can be checked without a GPU.
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "freezeframe/engine/runtime/engine.h"
@@ -18,6 +19,8 @@ class TokenSource {
   /// Runs `step` and returns the token drawn for each of its requests, in its order; valid
   /// until the next call.
   virtual std::span<const std::int32_t> run(const StepBatch& step) = 0;
+  /// How the last step ran (eager, piecewise or full graphs), where that means something.
+  [[nodiscard]] virtual std::optional<RuntimeMode> last_mode() const { return std::nullopt; }
 };
 
 /// An engine that samples (EngineOptions::sample_tokens), each step waited for.
@@ -26,6 +29,7 @@ class EngineTokenSource final : public TokenSource {
   /// Throws kInvalidArgument when `engine` does not sample. The engine must outlive it.
   explicit EngineTokenSource(Engine& engine);
   std::span<const std::int32_t> run(const StepBatch& step) override;
+  [[nodiscard]] std::optional<RuntimeMode> last_mode() const override { return last_.mode; }
   /// The last step's result (its mode, padded shape and host times).
   [[nodiscard]] const StepResult& last() const { return last_; }
 
