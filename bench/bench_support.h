@@ -56,6 +56,50 @@ std::vector<float> event_timings(cudaStream_t stream, int iterations, Run&& run)
   return ms;
 }
 
+/// min, median and max of a set of timings.
+struct Spread {
+  double min = 0.0, median = 0.0, max = 0.0;
+};
+inline Spread spread(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return {v.front(), v[v.size() / 2], v.back()};
+}
+
+/// Per-call times (ms) of `run(i)`, i = 0 .. calls − 1, as the engine runs kernels: captured into
+/// one CUDA graph, which is replayed `repeats` times back to back between CUDA events after two
+/// untimed replays; each figure is one replay's time over its calls. The PyTorch anchors time
+/// their side the same way (bench/anchors/timing.py, graph_times), so neither pays a launch per
+/// call that the other does not. `run` cycles through copies of its inputs where they must
+/// exceed the L2 cache.
+template <typename Run>
+std::vector<float> graph_timings(cudaStream_t stream, int calls, int repeats, Run&& run) {
+  cudaGraph_t graph = nullptr;
+  FF_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) run(i);
+  FF_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  FF_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int w = 0; w < 2; ++w) FF_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  std::vector<Event> starts, stops;
+  for (int r = 0; r < repeats; ++r) {
+    starts.emplace_back(true);
+    stops.emplace_back(true);
+  }
+  for (int r = 0; r < repeats; ++r) {
+    starts[r].record(stream);
+    FF_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    stops[r].record(stream);
+  }
+  FF_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> ms;
+  for (int r = 0; r < repeats; ++r) {
+    ms.push_back(stops[r].elapsed_ms_since(starts[r]) / static_cast<float>(calls));
+  }
+  FF_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  FF_CUDA_CHECK(cudaGraphDestroy(graph));
+  return ms;
+}
+
 /// Device-to-device copy bandwidth (4 GiB, median of 10 after 3 warm-ups), counting bytes read
 /// plus bytes written.
 inline double copy_bandwidth_tbs() {

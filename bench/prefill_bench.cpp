@@ -1,12 +1,14 @@
 // prefill_bench: achieved TFLOP/s of the paged backend's prefill kernel, causal over
 // the paged cache and bidirectional (encoder-only, over the step's rows).
 //
-// Each configuration runs one attention forward, timed with CUDA events, median of many runs
-// after warm-up. The batch holds `batch` requests of `new` tokens each over `context` cached
-// tokens (blocks shuffled); causal rows attend keys up to their own position. The cache write of
-// the new tokens is left out (the layer reads a cache another layer wrote), so the figure is the
-// attention kernel's alone, as PyTorch's SDPA figures are. FLOPs = 4 · heads · head_size ·
-// Σ visible (query, key) pairs; a mixed row adds decodes, counted the same way.
+// Each configuration's forward is captured ten times into a CUDA graph (as the engine runs it),
+// replayed back to back between CUDA events (graph_timings): min, median and max per forward
+// over the replays, the PyTorch anchors timed the same way. The batch holds `batch` requests of
+// `new` tokens each over `context` cached tokens (blocks shuffled); causal rows attend keys up to
+// their own position. The cache write of the new tokens is left out (the layer reads a cache
+// another layer wrote), so the figure is the attention kernel's alone, as PyTorch's SDPA figures
+// are. FLOPs = 4 · heads · head_size · Σ visible (query, key) pairs; a mixed row adds decodes,
+// counted the same way.
 //
 // usage: prefill_bench [--json FILE] [--quick] [--only NEW] [--kind KIND] [--block-size N]
 //   --only: rows with NEW new tokens; --kind: rows of one kind (causal, bidirectional, chunked,
@@ -39,9 +41,10 @@ struct Config {
   int block_size = 0;                   // tokens of a cache block; 0: --block-size's
 };
 
-using freezeframe::bench::event_timings;
 using freezeframe::bench::fill_random;
-using freezeframe::bench::median;
+using freezeframe::bench::graph_timings;
+using freezeframe::bench::Spread;
+using freezeframe::bench::spread;
 
 /// Bidirectional rows are encoder-only attention over the step's rows: no cache, no blocks.
 bool bidirectional(const Config& c) { return std::strcmp(c.kind, "bidirectional") == 0; }
@@ -56,7 +59,7 @@ double visible_pairs(const Config& c) {
   return pairs;
 }
 
-double run(const Config& c, int block_size, int iterations, std::mt19937& rng) {
+Spread run(const Config& c, int block_size, int repeats, std::mt19937& rng) {
   const ff::AttentionBackend& backend = ff::find_backend("paged");
   const bool encoder_only = bidirectional(c);
   ff::AttentionParams params;
@@ -114,7 +117,7 @@ double run(const Config& c, int block_size, int iterations, std::mt19937& rng) {
 
   auto forward = [&] { impl->forward(layer, qv, kv_rows, vv_rows, kv, md, ov, stream.get()); };
   for (int i = 0; i < 3; ++i) forward();
-  return median(event_timings(stream.get(), iterations, [&](int) { forward(); }));
+  return spread(graph_timings(stream.get(), 10, repeats, [&](int) { forward(); }));
 }
 
 std::vector<Config> configs() {
@@ -184,28 +187,31 @@ int main(int argc, char** argv) {
   try {
     std::mt19937 rng(42);
     std::printf("device: %s\n", ff::gpu_status().c_str());
-    std::printf("%-13s %5s %6s %7s %6s %5s %8s %5s %10s %8s\n", "kind", "batch", "new", "context",
-                "heads", "head", "decodes", "block", "median_ms", "TFLOP/s");
+    std::printf("%-13s %5s %6s %7s %6s %5s %8s %5s %8s %10s %8s %8s\n", "kind", "batch", "new",
+                "context", "heads", "head", "decodes", "block", "min_ms", "median_ms", "max_ms",
+                "TFLOP/s");
     std::FILE* json = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
     for (const Config& c : configs()) {
       if (only > 0 && c.new_tokens != only) continue;
       if (!kind.empty() && kind != c.kind) continue;
       const int block = c.block_size > 0 ? c.block_size : block_size;
       const int shown_block = bidirectional(c) ? 0 : block;  // rows read no cache
-      const double ms = run(c, block, quick ? 5 : 20, rng);
+      const Spread t = run(c, block, quick ? 5 : 11, rng);
+      const double ms = t.median;
       const double tflops = 4.0 * c.heads * c.head_size * visible_pairs(c) / (ms * 1e-3) / 1e12;
-      std::printf("%-13s %5d %6d %7d %3d/%-2d %5d %8d %5d %10.3f %8.1f\n", c.kind, c.batch,
-                  c.new_tokens, c.context, c.heads, c.kv_heads, c.head_size, c.decodes, shown_block,
-                  ms, tflops);
+      std::printf("%-13s %5d %6d %7d %3d/%-2d %5d %8d %5d %8.3f %10.3f %8.3f %8.1f\n", c.kind,
+                  c.batch, c.new_tokens, c.context, c.heads, c.kv_heads, c.head_size, c.decodes,
+                  shown_block, t.min, ms, t.max, tflops);
       std::fflush(stdout);
       if (json != nullptr) {
         std::fprintf(json,
                      "{\"kind\": \"%s\", \"batch\": %d, \"new_tokens\": %d, \"context\": %d, "
                      "\"heads\": %d, \"kv_heads\": %d, \"head_size\": %d, \"decodes\": %d, "
                      "\"decode_context\": %d, \"block_size\": %d, \"median_ms\": %.4f, "
-                     "\"tflops\": %.2f}\n",
+                     "\"min_ms\": %.4f, \"max_ms\": %.4f, \"tflops\": %.2f, "
+                     "\"timing\": \"graph\"}\n",
                      c.kind, c.batch, c.new_tokens, c.context, c.heads, c.kv_heads, c.head_size,
-                     c.decodes, c.decode_context, shown_block, ms, tflops);
+                     c.decodes, c.decode_context, shown_block, ms, t.min, t.max, tflops);
       }
     }
     if (json != nullptr) std::fclose(json);

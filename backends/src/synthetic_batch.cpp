@@ -29,6 +29,9 @@ SyntheticBatch make_synthetic_batch(const SyntheticBatchSpec& spec) {
     widest = std::max(widest, blocks);
   }
   b.num_blocks = blocks_needed + spec.spare_blocks;
+  FF_CHECK(spec.block_table_stride >= 0, ErrorCode::kInvalidArgument,
+           "a block table stride cannot be negative, got ", spec.block_table_stride);
+  widest = std::max(widest, spec.block_table_stride);
   b.block_table_stride = widest;
 
   std::vector<std::int32_t> pool(b.num_blocks);

@@ -194,5 +194,21 @@ TEST(SyntheticBatch, SlotsFollowThePermutedBlockTable) {
   EXPECT_EQ(b.context_slot_mapping.size(), 4u + 16u + 33u);
 }
 
+// A deployment's table rows (max_model_len / block_size wide), the requests' blocks first.
+TEST(SyntheticBatch, TableRowsAsWideAsTheDeploymentsWhenAsked) {
+  const SyntheticBatch narrow = make_synthetic_batch({.decode_seq_lens = {40, 3}});
+  EXPECT_EQ(narrow.block_table_stride, 3) << "the widest request's";
+  const SyntheticBatch wide =
+      make_synthetic_batch({.decode_seq_lens = {40, 3}, .block_table_stride = 512});
+  EXPECT_EQ(wide.block_table_stride, 512);
+  EXPECT_EQ(wide.block_table.size(), 2u * 512u);
+  EXPECT_EQ(wide.limits().max_blocks_per_req, 512);
+  EXPECT_EQ(wide.slot_mapping[1], std::int64_t(wide.block_table[512]) * 16 + 2);
+  EXPECT_EQ(
+      make_synthetic_batch({.decode_seq_lens = {40}, .block_table_stride = 1}).block_table_stride,
+      3)
+      << "never narrower than a request";
+}
+
 }  // namespace
 }  // namespace freezeframe

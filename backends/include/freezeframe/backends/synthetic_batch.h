@@ -17,8 +17,11 @@ struct SyntheticBatchSpec {
   };
   std::vector<Prefill> prefills = {};
   int block_size = 16;
-  int padding_rows = 0;    ///< query rows past the last request (as a padded graph batch has)
-  int spare_blocks = 3;    ///< pool blocks no request uses
+  int padding_rows = 0;  ///< query rows past the last request (as a padded graph batch has)
+  int spare_blocks = 3;  ///< pool blocks no request uses
+  /// Blocks a row of the block table holds: at least the widest request's; a deployment's is
+  /// max_model_len / block_size, which the decode kernels' split count is chosen from.
+  int block_table_stride = 0;
   std::uint64_t seed = 1;  ///< block ids are a seeded random permutation of the pool
 };
 
