@@ -1,8 +1,10 @@
-// freezeframe serve CHECKPOINT [--host H] [--port P] [--api-key KEY] [--served-model-name N]
+// freezeframe serve CHECKPOINT|SPEC.yaml [--host H] [--port P] [--api-key KEY] [--served-model-name
+// N]
 //                   [--max-num-seqs N] [--max-model-len N] [--max-num-batched-tokens N]
 //                   [--device-memory SIZE] [--token-source engine|hash]
 // An OpenAI-compatible server over the checkpoint's model: an engine made for it (as generate
-// makes one, with room for --max-num-seqs requests at once), one thread running the
+// makes one, with room for --max-num-seqs requests at once), or the engine of a spec (its
+// checkpoint's tokenizer, or --tokenizer's for a spec of random weights), one thread running the
 // continuous-batching loop on it, and HTTP threads handing requests to that thread (see
 // docs/DESIGN.md, "The server"). SIGINT or SIGTERM stops accepting, lets what runs finish (30 s
 // at most, then aborts it) and exits 0. With --token-source hash no GPU is used: tokens are
@@ -39,12 +41,18 @@ namespace freezeframe::tools {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: freezeframe serve CHECKPOINT [--host H] [--port P] [--api-key KEY]\n"
+    "usage: freezeframe serve CHECKPOINT|SPEC.yaml [--host H] [--port P] [--api-key KEY]\n"
     "                         [--served-model-name NAME] [--max-num-seqs N]\n"
     "                         [--max-model-len N] [--max-num-batched-tokens N]\n"
     "                         [--device-memory SIZE] [--token-source engine|hash]\n"
     "  CHECKPOINT                 a GGUF file, or a Hugging Face checkpoint (its folder or\n"
     "                             config.json, with the safetensors and tokenizer.json beside it)\n"
+    "  SPEC.yaml                  a deployment spec: its engine as the spec says (limits, graphs,\n"
+    "                             weights); the flags below that size a checkpoint's engine are\n"
+    "                             refused with it\n"
+    "  --tokenizer FILE           the tokenizer (a tokenizer.json or a GGUF) of a spec whose "
+    "model\n"
+    "                             names no checkpoint (random weights: the text means nothing)\n"
     "  --host H                   the address to listen on (default 127.0.0.1; 0.0.0.0: every\n"
     "                             interface)\n"
     "  --port P                   the port (default 8000; 0: any free one, printed)\n"
@@ -65,7 +73,9 @@ constexpr const char* kUsage =
     "           GET /v1/models, GET /health, GET /metrics\n";
 
 struct ServeArgs {
-  std::string checkpoint;
+  std::string checkpoint;  ///< or a spec, when it ends in .yaml or .yml
+  std::string tokenizer;
+  bool sized = false;  ///< a flag that sizes a checkpoint's engine was given
   ServerOptions server;
   std::string model_name;
   int max_num_seqs = 64;
@@ -77,6 +87,8 @@ struct ServeArgs {
   int step_us = 0;
   bool prefix_cache = true;
 };
+
+bool is_spec(std::string_view path) { return path.ends_with(".yaml") || path.ends_with(".yml"); }
 
 std::optional<ServeArgs> parse_args(Args args) {
   ServeArgs s;
@@ -98,10 +110,15 @@ std::optional<ServeArgs> parse_args(Args args) {
       if (s.model_name.empty()) throw UsageError("--served-model-name: empty");
     } else if (a == "--max-num-seqs") {
       s.max_num_seqs = static_cast<int>(parse_count(a, value(), 4096));
+      s.sized = true;
     } else if (a == "--max-model-len") {
       s.max_model_len = parse_count(a, value(), std::int64_t(1) << 24);
+      s.sized = true;
     } else if (a == "--max-num-batched-tokens") {
       s.max_num_batched_tokens = static_cast<int>(parse_count(a, value(), 1 << 20));
+      s.sized = true;
+    } else if (a == "--tokenizer") {
+      s.tokenizer = std::string(value());
     } else if (a == "--device-memory") {
       s.device_bytes = parse_size_arg(a, value());
     } else if (a == "--token-source") {
@@ -129,7 +146,15 @@ std::optional<ServeArgs> parse_args(Args args) {
       s.checkpoint = std::string(a);
     }
   }
-  if (s.checkpoint.empty()) throw UsageError("no checkpoint given");
+  if (s.checkpoint.empty()) throw UsageError("no checkpoint or spec given");
+  if (is_spec(s.checkpoint) && s.sized) {
+    throw UsageError(
+        "--max-num-seqs, --max-model-len and --max-num-batched-tokens size a checkpoint's engine; "
+        "a spec says them itself (scheduler.*)");
+  }
+  if (!is_spec(s.checkpoint) && !s.tokenizer.empty()) {
+    throw UsageError("--tokenizer is for a spec; a checkpoint brings its own");
+  }
   if (s.max_num_batched_tokens < s.max_num_seqs) {
     throw UsageError("--max-num-batched-tokens must be at least --max-num-seqs");
   }
@@ -154,13 +179,36 @@ int run_serve(Args args) {
   if (!parsed) return 0;
   const ServeArgs& s = *parsed;
 
-  const CheckpointConfig config = read_checkpoint_config(s.checkpoint);
-  const Tokenizer tokenizer = Tokenizer::of_checkpoint(s.checkpoint);
-  const std::int64_t context = config.max_position_embeddings;
-  if (s.max_model_len > context) {
-    throw UsageError(detail::concat("--max-model-len ", s.max_model_len, " is past the model's ",
-                                    context, " positions (", config.config_file, ")"));
+  // The model: a checkpoint, or a spec (with its checkpoint's tokenizer or --tokenizer's).
+  std::optional<EngineSpec> spec;
+  std::optional<CheckpointConfig> config;
+  std::string model_name;
+  std::int64_t context = 0;
+  std::int32_t vocab = 0;
+  std::optional<Tokenizer> tokenizer_read;
+  if (is_spec(s.checkpoint)) {
+    spec = load_spec(s.checkpoint);
+    config = spec->model.checkpoint;
+    FF_CHECK(config || !s.tokenizer.empty(), ErrorCode::kInvalidArgument, s.checkpoint,
+             ": the model names no checkpoint (model.checkpoint), so it has no tokenizer: give "
+             "--tokenizer FILE (a tokenizer.json or a GGUF)");
+    tokenizer_read.emplace(s.tokenizer.empty() ? Tokenizer::of_checkpoint(config->path)
+                                               : Tokenizer::open(s.tokenizer));
+    model_name = spec->model.name;
+    context = spec->scheduler.max_model_len;
+    vocab = spec->model.vocab_size;
+  } else {
+    config = read_checkpoint_config(s.checkpoint);
+    tokenizer_read.emplace(Tokenizer::of_checkpoint(s.checkpoint));
+    model_name = config->name;
+    context = config->max_position_embeddings;
+    vocab = config->vocab_size;
+    if (s.max_model_len > context) {
+      throw UsageError(detail::concat("--max-model-len ", s.max_model_len, " is past the model's ",
+                                      context, " positions (", config->config_file, ")"));
+    }
   }
+  const Tokenizer& tokenizer = *tokenizer_read;
   const std::int64_t max_model_len = s.max_model_len > 0 ? s.max_model_len : context;
 
   // Signals go to the thread that waits for them, not to a worker or an HTTP thread: blocked
@@ -176,14 +224,14 @@ int run_serve(Args args) {
   std::unique_ptr<TokenSource> source;
   DeploymentLimits limits;
   if (s.hash) {
-    limits.max_num_seqs = s.max_num_seqs;
-    limits.max_num_batched_tokens = s.max_num_batched_tokens;
+    limits.max_num_seqs = spec ? spec->scheduler.max_num_seqs : s.max_num_seqs;
+    limits.max_num_batched_tokens =
+        spec ? spec->scheduler.max_num_batched_tokens : s.max_num_batched_tokens;
     limits.max_model_len = max_model_len;
-    limits.block_size = 16;
+    limits.block_size = spec ? spec->cache.block_size : 16;
     limits.num_blocks = s.num_blocks;
-    limits.vocab_size = config.vocab_size;
-    source =
-        std::make_unique<HashTokenSource>(ordinary_tokens(tokenizer, config.vocab_size), s.step_us);
+    limits.vocab_size = vocab;
+    source = std::make_unique<HashTokenSource>(ordinary_tokens(tokenizer, vocab), s.step_us);
   } else {
     FF_CHECK(has_gpu(), ErrorCode::kUnsupported, "no GPU to run the model on: ", gpu_status(),
              " (--token-source hash serves without one, its text meaningless)");
@@ -195,9 +243,9 @@ int run_serve(Args args) {
     EngineOptions options;
     options.device_memory = device_memory(s.device_bytes).bytes;
     options.sample_tokens = true;
-    std::fprintf(stderr, "loading %s (%s): ", printable(config.name).c_str(),
-                 printable(config.architecture).c_str());
-    engine = std::make_unique<Engine>(spec_for_checkpoint(s.checkpoint, spec_options), options);
+    std::fprintf(stderr, "loading %s: ", printable(model_name).c_str());
+    engine = std::make_unique<Engine>(
+        spec ? *spec : spec_for_checkpoint(s.checkpoint, spec_options), options);
     std::fprintf(stderr, "engine ready (%d graphs, %d KV blocks)\n", engine->num_graphs(),
                  engine->limits().num_blocks);
     limits = engine->limits();
@@ -205,12 +253,14 @@ int run_serve(Args args) {
   }
 
   ServedModel model;
-  model.name = s.model_name.empty() ? config.name : s.model_name;
+  model.name = s.model_name.empty() ? model_name : s.model_name;
   model.tokenizer = &tokenizer;
   model.max_model_len = limits.max_model_len;
-  model.vocab_size = config.vocab_size;
-  model.stop_token_ids = stop_tokens(config, tokenizer, false);
-  model.chat_stop_token_ids = stop_tokens(config, tokenizer, !tokenizer.chat_template().empty());
+  model.vocab_size = vocab;
+  // A spec of random weights has no config: the tokenizer's end of sequence ends a request.
+  const CheckpointConfig stated = config.value_or(CheckpointConfig{});
+  model.stop_token_ids = stop_tokens(stated, tokenizer, false);
+  model.chat_stop_token_ids = stop_tokens(stated, tokenizer, !tokenizer.chat_template().empty());
 
   EngineWorker worker(limits, *source, s.prefix_cache);
   ServerMetrics metrics;

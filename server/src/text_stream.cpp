@@ -79,8 +79,16 @@ TextStream::TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop
     : tokenizer_(tokenizer), stop_(std::move(stop)) {}
 
 std::string TextStream::push(TokenId token) {
-  if (stopped_ || tokenizer_.is_special(token)) return {};
-  bytes_ += tokenizer_.token_bytes(token);
+  if (stopped_) return {};
+  // A model whose vocabulary is larger than the tokenizer's (a spec of random weights served
+  // with another model's tokenizer) draws tokens the tokenizer cannot spell.
+  if (token < 0 || token >= tokenizer_.vocab_size()) {
+    bytes_ += kReplacement;
+  } else if (tokenizer_.is_special(token)) {
+    return {};
+  } else {
+    bytes_ += tokenizer_.token_bytes(token);
+  }
   std::string whole;
   take_whole(bytes_, whole);
   return release(std::move(whole));

@@ -123,6 +123,16 @@ TEST(TextStream, MatchesTheWholeTextOnRandomStreams) {
   }
 }
 
+TEST(TextStream, TokensPastTheTokenizersVocabularyAreReplacements) {
+  const Tokenizer& t = smollm2();
+  TextStream s(t, {});
+  std::string out = s.push(t.encode("a")[0]);
+  out += s.push(t.vocab_size());
+  out += s.push(t.vocab_size() + 100000);
+  out += s.finish();
+  EXPECT_EQ(out, "a\xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
 TEST(TextStream, SpecialTokensGiveNoText) {
   const Tokenizer& t = smollm2();
   const TokenId end = *t.find("<|im_end|>");

@@ -19,8 +19,9 @@ class TextStream {
   /// text, as Hugging Face's skip_special_tokens.
   TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop);
 
-  /// The text `token` completes that is safe to send now (possibly empty). After a stop string
-  /// is found, every later token gives nothing.
+  /// The text `token` completes that is safe to send now (possibly empty); a token outside the
+  /// tokenizer's vocabulary is U+FFFD. After a stop string is found, every later token gives
+  /// nothing.
   [[nodiscard]] std::string push(TokenId token);
   /// The text held back, at the end of the output (none after a stop string); a character cut
   /// short by the end becomes U+FFFD.
