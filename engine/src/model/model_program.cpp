@@ -120,12 +120,13 @@ class ProgramBuilder {
   /// so the plan holds them at addresses fixed for the engine's life (graph replays).
   void dcp_merge(int l, int partial, int lse, int out, std::int64_t group, std::int64_t d) {
     const std::string pre = prefix(l);
-    ops::DcpMerge merge{.partial = partial, .lse = lse, .out = out};
-    merge.out_send = tensor(pre + "dcp_out_send", group * d, l);
-    merge.lse_send = tensor(pre + "dcp_lse_send", group, l, TensorHome::kActivation, DType::kF32);
-    merge.out_recv = tensor(pre + "dcp_out_recv", group * d, l);
-    merge.lse_recv = tensor(pre + "dcp_lse_recv", group, l, TensorHome::kActivation, DType::kF32);
-    op(l, merge);
+    const int out_send = tensor(pre + "dcp_out_send", group * d, l);
+    const int lse_send =
+        tensor(pre + "dcp_lse_send", group, l, TensorHome::kActivation, DType::kF32);
+    const int out_recv = tensor(pre + "dcp_out_recv", group * d, l);
+    const int lse_recv =
+        tensor(pre + "dcp_lse_recv", group, l, TensorHome::kActivation, DType::kF32);
+    op(l, ops::DcpMerge{partial, lse, out, out_send, lse_send, out_recv, lse_recv});
   }
   /// Over T ranks, the residual stream summed after an op that wrote partial sums.
   void all_reduce(int layer, int hidden) {
