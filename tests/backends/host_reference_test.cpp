@@ -210,5 +210,17 @@ TEST(SyntheticBatch, TableRowsAsWideAsTheDeploymentsWhenAsked) {
       << "never narrower than a request";
 }
 
+// The tests' row-wise error: one wrong row among many shows, where the whole tensor's L2 hides it.
+TEST(TestSupport, TheWorstRowShowsWhatTheWholeHides) {
+  std::vector<double> want(100 * 64), got;
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] = std::sin(double(i));
+  got = want;
+  for (std::size_t i = 37 * 64; i < 38 * 64; ++i) got[i] = -got[i];  // row 37 negated
+  EXPECT_LT(testing::relative_l2(got, want), 0.21);
+  EXPECT_NEAR(testing::worst_row_relative_l2(got, want, 64), 2.0, 1e-12);
+  EXPECT_EQ(testing::worst_row_relative_l2(want, want, 64), 0.0);
+  EXPECT_TRUE(std::isinf(testing::worst_row_relative_l2(got, want, 65))) << "rows that do not fit";
+}
+
 }  // namespace
 }  // namespace freezeframe

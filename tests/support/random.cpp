@@ -1,5 +1,6 @@
 #include "support/random.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -24,6 +25,18 @@ double relative_l2(std::span<const double> a, std::span<const double> b) {
     ref += b[i] * b[i];
   }
   return ref > 0.0 ? std::sqrt(err / ref) : std::sqrt(err);
+}
+
+double worst_row_relative_l2(std::span<const double> a, std::span<const double> b,
+                             std::size_t width) {
+  if (a.size() != b.size() || width == 0 || a.size() % width != 0) {
+    return std::numeric_limits<double>::infinity();
+  }
+  double worst = 0.0;
+  for (std::size_t row = 0; row < a.size(); row += width) {
+    worst = std::max(worst, relative_l2(a.subspan(row, width), b.subspan(row, width)));
+  }
+  return worst;
 }
 
 std::vector<double> to_doubles(const HostTensor& t) {
