@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""freezeframe serve on a GPU with SmolLM2-135M-Instruct's GGUF, driven by real clients on
+loopback:
+ - greedy completions of eight prompts, one at a time, token for token what `freezeframe
+   generate` prints for them (the server and generate each run one request at a time);
+ - then a second server: concurrent streaming chats with random disconnects for --seconds,
+   every request a 200 that ends in [DONE] (or a client that left), a shared system prompt
+   found in the prefix cache, and every KV block free at the end; a clean exit on SIGTERM.
+
+usage: server_gpu_test.py FREEZEFRAME GGUF [--seconds S] [--clients N]
+(exit 77: no GPU, no model, or no openai package)
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+PROMPTS = ["The capital of France is", "def fibonacci(n):", "A GPU is", "Once upon a time",
+           "The three primary colours are", "To make bread, first", "In 1969,",
+           "The speed of light is"]
+
+ap = argparse.ArgumentParser()
+ap.add_argument("freezeframe")
+ap.add_argument("gguf")
+ap.add_argument("--seconds", type=float, default=60.0)
+ap.add_argument("--clients", type=int, default=64)
+args = ap.parse_args()
+if not os.path.exists(args.gguf):
+    print("skipped: no model at %s (scripts/fetch-smollm2)" % args.gguf)
+    sys.exit(77)
+if shutil.which("nvidia-smi") is None or \
+        subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode != 0:
+    print("skipped: no GPU here")
+    sys.exit(77)
+try:
+    import openai
+except ImportError:
+    print("skipped: the openai package is not installed (scripts/test installs it in build/pyenv)")
+    sys.exit(77)
+
+FAILURES = []
+
+
+def check(ok, what):
+    if not ok:
+        FAILURES.append(what)
+        print("FAILED:", what, flush=True)
+
+
+def start(*extra):
+    proc = subprocess.Popen([args.freezeframe, "serve", args.gguf, "--port", "0", *extra],
+                            stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        match = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        if match:
+            return proc, int(match.group(1))
+        print(line, end="", file=sys.stderr)
+    raise SystemExit("the server did not start")
+
+
+def metric(port, name):
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    raise KeyError(name)
+
+
+def stop(proc):
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return None
+
+
+# 1. Greedy, one request at a time, against freezeframe generate.
+proc, port = start("--max-num-seqs", "1", "--max-model-len", "512")
+c = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key="-", max_retries=0,
+                  timeout=120)
+model = c.models.list().data[0].id
+for prompt in PROMPTS:
+    served = c.completions.create(model=model, prompt=prompt, max_tokens=32, temperature=0)
+    generated = subprocess.run([args.freezeframe, "generate", args.gguf, "--prompt", prompt,
+                                "--max-tokens", "32", "--temperature", "0", "--chat", "off"],
+                               capture_output=True, text=True, timeout=300)
+    check(generated.returncode == 0, "generate ran: " + generated.stderr[-300:])
+    want = generated.stdout[:-1] if generated.stdout.endswith("\n") else generated.stdout
+    check(served.choices[0].text == want,
+          "greedy %r: the server's %r, generate's %r" % (prompt, served.choices[0].text, want))
+check(stop(proc) == 0, "the first server exits 0 on SIGTERM")
+
+# 2. Concurrent streams with disconnects.
+proc, port = start("--max-num-seqs", "64")
+c = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key="-", max_retries=0,
+                  timeout=300)
+system = "You are a concise assistant who answers in one short paragraph. " * 8
+deadline = time.monotonic() + args.seconds
+counts = {"done": 0, "left": 0, "errors": 0}
+lock = threading.Lock()
+
+
+def client(i):
+    rng = random.Random(i)
+    while time.monotonic() < deadline:
+        leave_after = rng.choice([None, None, None, 1, 5])
+        try:
+            if leave_after is None:
+                chunks = c.chat.completions.create(
+                    model=model, stream=True, max_tokens=rng.randint(16, 128), temperature=0.8,
+                    messages=[{"role": "system", "content": system},
+                              {"role": "user", "content": "Question %d: %s" % (i, rng.random())}])
+                reasons = [ch.choices[0].finish_reason for ch in chunks if ch.choices]
+                ok = reasons and reasons[-1] in ("stop", "length")
+                with lock:
+                    counts["done" if ok else "errors"] += 1
+            else:
+                body = json.dumps({"prompt": "A long story: ", "max_tokens": 400,
+                                   "stream": True}).encode()
+                sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+                sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                             b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+                got = b""
+                while got.count(b"data:") < leave_after:
+                    part = sock.recv(4096)
+                    if not part:
+                        break
+                    got += part
+                sock.close()
+                with lock:
+                    counts["left"] += 1
+        except Exception as e:  # noqa: BLE001
+            with lock:
+                counts["errors"] += 1
+            print("client %d: %s" % (i, e), flush=True)
+
+
+with concurrent.futures.ThreadPoolExecutor(args.clients) as pool:
+    list(pool.map(client, range(args.clients)))
+print("streams finished %(done)d, clients that left %(left)d, errors %(errors)d" % counts)
+check(counts["errors"] == 0, "no errors under load")
+check(counts["done"] > args.clients, "streams finished")
+check(metric(port, "freezeframe_prefix_cache_hits_total") > 0,
+      "the shared system prompt is found in the prefix cache")
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline and metric(port, 'freezeframe_kv_blocks{state="used"}') != 0:
+    time.sleep(0.1)
+check(metric(port, 'freezeframe_kv_blocks{state="used"}') == 0, "every KV block free at the end")
+print("prefix cache hit rate %.3f" % metric(port, "freezeframe_prefix_cache_hit_rate"))
+check(stop(proc) == 0, "the second server exits 0 on SIGTERM")
+
+if FAILURES:
+    print("%d checks failed" % len(FAILURES))
+    sys.exit(1)
+print("every check passed")
