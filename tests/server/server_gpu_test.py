@@ -8,7 +8,8 @@ loopback:
    found in the prefix cache, and every KV block free at the end; a clean exit on SIGTERM.
 
 usage: server_gpu_test.py FREEZEFRAME GGUF [--seconds S] [--clients N]
-(exit 77: no GPU, no model, or no openai package)
+(exit 77: no GPU or no model). Standard library only: the GPU machine has no openai package;
+the CPU tests drive the same endpoints with it (server_clients_test.py).
 """
 import argparse
 import concurrent.futures
@@ -42,11 +43,6 @@ if shutil.which("nvidia-smi") is None or \
         subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode != 0:
     print("skipped: no GPU here")
     sys.exit(77)
-try:
-    import openai
-except ImportError:
-    print("skipped: the openai package is not installed (scripts/test installs it in build/pyenv)")
-    sys.exit(77)
 
 FAILURES = []
 
@@ -68,6 +64,36 @@ def start(*extra):
     raise SystemExit("the server did not start")
 
 
+def post(port, path, body, timeout=300):
+    """The JSON answer of a whole request."""
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+                                 data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def stream(port, path, body, timeout=300):
+    """The finish reasons of a streamed request's chunks, in order; [DONE] required."""
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+                                 data=json.dumps(dict(body, stream=True)).encode(),
+                                 method="POST", headers={"Content-Type": "application/json"})
+    reasons, done = [], False
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        for line in r:
+            line = line.strip()
+            if line == b"data: [DONE]":
+                done = True
+            elif line.startswith(b"data: "):
+                chunk = json.loads(line[6:])
+                if "error" in chunk:
+                    raise RuntimeError(chunk["error"])
+                reasons += [ch.get("finish_reason") for ch in chunk.get("choices", [])]
+    if not done:
+        raise RuntimeError("the stream did not end in [DONE]")
+    return reasons
+
+
 def metric(port, name):
     text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read().decode()
     for line in text.splitlines():
@@ -87,24 +113,19 @@ def stop(proc):
 
 # 1. Greedy, one request at a time, against freezeframe generate.
 proc, port = start("--max-num-seqs", "1", "--max-model-len", "512")
-c = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key="-", max_retries=0,
-                  timeout=120)
-model = c.models.list().data[0].id
 for prompt in PROMPTS:
-    served = c.completions.create(model=model, prompt=prompt, max_tokens=32, temperature=0)
+    served = post(port, "/v1/completions", {"prompt": prompt, "max_tokens": 32, "temperature": 0})
     generated = subprocess.run([args.freezeframe, "generate", args.gguf, "--prompt", prompt,
                                 "--max-tokens", "32", "--temperature", "0", "--chat", "off"],
                                capture_output=True, text=True, timeout=300)
     check(generated.returncode == 0, "generate ran: " + generated.stderr[-300:])
     want = generated.stdout[:-1] if generated.stdout.endswith("\n") else generated.stdout
-    check(served.choices[0].text == want,
-          "greedy %r: the server's %r, generate's %r" % (prompt, served.choices[0].text, want))
+    text = served["choices"][0]["text"]
+    check(text == want, "greedy %r: the server's %r, generate's %r" % (prompt, text, want))
 check(stop(proc) == 0, "the first server exits 0 on SIGTERM")
 
 # 2. Concurrent streams with disconnects.
 proc, port = start("--max-num-seqs", "64")
-c = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key="-", max_retries=0,
-                  timeout=300)
 system = "You are a concise assistant who answers in one short paragraph. " * 8
 deadline = time.monotonic() + args.seconds
 counts = {"done": 0, "left": 0, "errors": 0}
@@ -117,12 +138,11 @@ def client(i):
         leave_after = rng.choice([None, None, None, 1, 5])
         try:
             if leave_after is None:
-                chunks = c.chat.completions.create(
-                    model=model, stream=True, max_tokens=rng.randint(16, 128), temperature=0.8,
-                    messages=[{"role": "system", "content": system},
-                              {"role": "user", "content": "Question %d: %s" % (i, rng.random())}])
-                reasons = [ch.choices[0].finish_reason for ch in chunks if ch.choices]
-                ok = reasons and reasons[-1] in ("stop", "length")
+                reasons = stream(port, "/v1/chat/completions", {
+                    "max_tokens": rng.randint(16, 128), "temperature": 0.8,
+                    "messages": [{"role": "system", "content": system},
+                                 {"role": "user", "content": "Question %d: %s" % (i, rng.random())}]})
+                ok = bool(reasons) and reasons[-1] in ("stop", "length")
                 with lock:
                     counts["done" if ok else "errors"] += 1
             else:
