@@ -84,7 +84,11 @@ void PrefixCache::allocate(std::int32_t count, std::vector<std::int32_t>& blocks
 
 void PrefixCache::release(std::span<const std::int32_t> blocks) {
   std::vector<std::int32_t> to_pool;
-  for (const std::int32_t block : blocks) {
+  // Last block first: a sequence's tail becomes the least recently used, so eviction takes it
+  // before its head. Evicting a head would strand every block after it (a match walks the chain
+  // from the start), wasting the cache on blocks no lookup can reach.
+  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) {
+    const std::int32_t block = *b;
     if (const auto it = cached_.find(block); it != cached_.end()) {
       FF_CHECK(it->second.references > 0, ErrorCode::kInvalidArgument, "block ", block,
                " is released more often than it was taken");

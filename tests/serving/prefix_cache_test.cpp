@@ -80,7 +80,8 @@ TEST(PrefixCache, SharedBlocksAreCountedAndEvictedLeastRecentlyUsedFirst) {
   cache.release(x3);  // x unheld last: y's go first
   std::vector<std::int32_t> fresh;
   cache.allocate(2, fresh);
-  EXPECT_EQ(fresh, y) << "the least recently used blocks leave the cache first";
+  EXPECT_EQ(fresh, (std::vector<std::int32_t>{y[1], y[0]}))
+      << "the least recently used blocks leave the cache first, a sequence's tail before its head";
   EXPECT_EQ(cache.num_cached(), 2);
   std::vector<std::int32_t> again;
   EXPECT_EQ(cache.match(iota(50, 4), 4, again, chain), 0) << "y's prefix is gone";
@@ -90,6 +91,25 @@ TEST(PrefixCache, SharedBlocksAreCountedAndEvictedLeastRecentlyUsedFirst) {
   cache.release(fresh);
   EXPECT_EQ(cache.num_free(), 4);
   EXPECT_THROW(cache.release(fresh), Error) << "released twice";
+}
+
+// A sequence's tail leaves the cache before its head: its head still matches (a match walks the
+// chain from the start, so a lost head would strand every block after it).
+TEST(PrefixCache, ATailIsEvictedBeforeItsHead) {
+  BlockPool pool(3);
+  PrefixCache cache(pool, 2, true);
+  std::vector<std::int32_t> seq;
+  std::uint64_t chain = PrefixCache::kRootHash;
+  cache.allocate(3, seq);
+  cache.commit(seq, iota(10, 6), 0, 3, chain);
+  cache.release(seq);
+  std::vector<std::int32_t> one;
+  cache.allocate(1, one);
+  EXPECT_EQ(one, std::vector<std::int32_t>{seq[2]});
+  std::vector<std::int32_t> found;
+  EXPECT_EQ(cache.match(iota(10, 6), 6, found, chain), 4) << "the first two blocks still match";
+  cache.release(found);
+  cache.release(one);
 }
 
 TEST(PrefixCache, DisabledItIsThePool) {
