@@ -7,12 +7,14 @@ token ids, then per layer RMSNorm -> fused QKV projection -> Neox RoPE at positi
 contiguous KV cache [batch, kv_heads, max_context, head] (index_copy_) -> SDPA of the single
 query over the first `context` cached positions (enable_gqa) -> o_proj + residual -> RMSNorm ->
 fused gate_up -> SiLU(gate) * up -> down + residual; then final RMSNorm -> lm_head -> float32
-logits [B, vocab]. Plain torch ops, no torch.compile. Weights (~16 GB) far exceed L2.
+logits [B, vocab]. Plain torch ops; with --compile, also torch.compile(mode="reduce-overhead")
+of the same step (fused elementwise ops and its own CUDA graphs). Weights (~16 GB) far exceed L2.
 
 Reported per batch: eager step time (median of CUDA-event timings after warm-up), the step
 captured in a torch.cuda.CUDAGraph (warm-up on a side stream): host wall time of the capture
 block (synchronised before and after, so it includes instantiation), median replay time (CUDA
-events around each replay), free device memory before and after capture, and the largest
+events around replays enqueued back to back, one synchronisation at the end, as `freezeframe
+bench` times the engine's graphs), free device memory before and after capture, and the largest
 difference between eager and graph logits. With --gemms-only, a graph holding only the four
 GEMMs per layer (qkv, o, gate_up, down; no lm_head) is timed as well, for reference.
 
@@ -51,7 +53,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from timing import event_times
+from timing import back_to_back_times, event_times
 
 DTYPE = torch.bfloat16
 ITEMSIZE = torch.finfo(DTYPE).bits // 8
@@ -222,7 +224,8 @@ def bench_batch(w, c, batch, args):
     graph.replay()
     torch.cuda.synchronize()
     first_replay_ms = (time.perf_counter() - start) * 1e3
-    replays = event_times(graph.replay, args.iterations, args.warmup)
+    # Replays back to back, as `freezeframe bench` runs the engine's graphs.
+    replays = back_to_back_times(graph.replay, args.iterations, args.warmup)
     graph_ms = statistics.median(replays)
     kv_read = kv_bytes * c.context // c.max_context
     result = {
@@ -234,10 +237,25 @@ def bench_batch(w, c, batch, args):
         "logits_finite": bool(torch.isfinite(logits).all()),
         "max_abs_diff_graph_vs_eager": (logits - eager_logits).abs().max().item(),
     }
-    del graph, logits, eager_logits, step
+    del graph, logits
+    if args.compile:
+        # torch.compile of the same step with its own CUDA graphs ("reduce-overhead"): fused
+        # elementwise ops, the anchor a PyTorch user would reach for.
+        start = time.perf_counter()
+        compiled = torch.compile(step, mode="reduce-overhead", fullgraph=True)
+        for _ in range(3):
+            compiled_logits = compiled()
+        torch.cuda.synchronize()
+        compile_s = time.perf_counter() - start
+        times = back_to_back_times(compiled, args.iterations, args.warmup)
+        result.update(compiled_ms=statistics.median(times), compiled_ms_min=min(times),
+                      compile_s=compile_s,
+                      max_abs_diff_compiled_vs_eager=(compiled_logits - eager_logits).abs().max().item())
+        del compiled, compiled_logits
+    del eager_logits, step
     if args.gemms_only:
         gemm_graph, _, gemm_capture_ms, _, _ = capture(make_gemm_step(w, c, batch), args.warmup)
-        gemm = event_times(gemm_graph.replay, args.iterations, args.warmup)
+        gemm = back_to_back_times(gemm_graph.replay, args.iterations, args.warmup)
         result.update(gemms_graph_ms=statistics.median(gemm), gemms_capture_ms=gemm_capture_ms)
     return result
 
@@ -249,7 +267,7 @@ def bench_prefill(w, c, shape, sdpa, args):
         eager = event_times(step, args.iterations, args.warmup)
         eager_logits = step().clone()
         graph, logits, capture_ms, free_before, free_after = capture(step, args.warmup)
-        replays = event_times(graph.replay, args.iterations, args.warmup)
+        replays = back_to_back_times(graph.replay, args.iterations, args.warmup)
     graph_ms = statistics.median(replays)
     flops = prefill_flops(c, batch, new, args.prefill_context)
     result = {
@@ -289,6 +307,8 @@ def main():
         parser.add_argument(f"--{flag}", type=type(default), default=default, help="model shape" if flag != "seed" else None)
     parser.add_argument("--sdpa", choices=["auto", *BACKENDS], default="auto", help="force one SDPA backend (decode)")
     parser.add_argument("--gemms-only", action="store_true", help="also time a graph of only the 4 GEMMs per layer")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time torch.compile(mode='reduce-overhead') of the decode step")
     parser.add_argument("--prefill", help="prefill steps, comma-separated BxN (B requests of N new tokens each)")
     parser.add_argument("--prefill-context", type=int, default=0, help="tokens cached before each prefill request's new ones")
     parser.add_argument("--prefill-sdpa", default="cudnn,flash", help="SDPA backends the prefill steps run on, each forced")
@@ -355,6 +375,7 @@ def failure(error):
 def run_decode(w, c, batches, args):
     header = f"{'batch':>5} | {'eager ms':>9} | {'graph ms':>9} {'TB/s':>5} | {'capture ms':>10} | {'graph MiB':>9}"
     header += f" | {'gemms ms':>8}" if args.gemms_only else ""
+    header += f" | {'compiled ms':>11}" if args.compile else ""
     print(header)
     print("-" * len(header))
     results = []
@@ -375,6 +396,7 @@ def run_decode(w, c, batches, args):
         line = (f"{batch:>5} | {r['eager_ms']:>9.3f} | {r['graph_ms']:>9.3f} {r['graph_tbs']:>5.2f} | "
                 f"{r['capture_ms']:>10.1f} | {r['graph_bytes'] / 2**20:>9.1f}")
         line += f" | {r['gemms_graph_ms']:>8.3f}" if args.gemms_only else ""
+        line += f" | {r['compiled_ms']:>11.3f}" if args.compile else ""
         print(line + ("" if r["logits_finite"] else "  (non-finite logits)"), flush=True)
     return results
 

@@ -42,6 +42,23 @@ def spread(times):
     return min(times), statistics.median(times), max(times)
 
 
+def back_to_back_times(fn, iterations, warmup):
+    """Per-call CUDA-event times in ms of `iterations` calls enqueued back to back, one
+    synchronisation at the end: how `freezeframe bench` times the engine's steps (a step's
+    host work overlaps the device's previous step), for graph replays of whole steps."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
+    stops = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
+    for start, stop in zip(starts, stops):
+        start.record()
+        fn()
+        stop.record()
+    torch.cuda.synchronize()
+    return [start.elapsed_time(stop) for start, stop in zip(starts, stops)]
+
+
 def event_times(fn, iterations, warmup):
     """Per-call CUDA-event times in ms, each call synchronised: for whole steps that are not
     graphs (llama_step.py's eager rows), not for comparisons with graph-timed kernels."""
