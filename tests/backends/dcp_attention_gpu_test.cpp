@@ -5,7 +5,8 @@
 // their LSEs (the host reference's merge), equal the host reference's attention over the unsharded
 // cache. Decode rows take the decode kernel; prefill rows, fresh and chunked over a context, take
 // each prefill kernel with the causal mask in sequence positions (dcp_context_lens through the
-// plan). Random inputs, poisoned outputs, shards shorter than D · I (some empty) included.
+// plan). Random inputs, poisoned outputs, shards shorter than D · I (some empty) included; a
+// soft cap and an fp8 cache too.
 
 #include <gtest/gtest.h>
 
@@ -43,6 +44,8 @@ struct Case {
   int heads = 8, kv_heads = 2, head_size = 128, block_size = 16;
   double tolerance = 1e-2;
   const char* backend = "paged_decode";
+  DType cache_dtype = DType::kBF16;  ///< fp8: keys and values stored scaled in e4m3
+  float softcap = 0.0f;              ///< logits_soft_cap
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
@@ -112,8 +115,14 @@ TEST_P(DcpAttention, MergedShardsMatchTheWholeSequences) {
   params.num_kv_heads = c.kv_heads;
   params.head_size = c.head_size;
   params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_size));
-  params.kv_cache_dtype = c.dtype;
+  params.kv_cache_dtype = c.cache_dtype;
+  params.logits_soft_cap = c.softcap;
   const AttentionBackend& backend = find_backend(c.backend);
+  // fp8 keys and values are scaled into e4m3's range; the reference reads the same cache, so
+  // the merged output is held to the 16-bit tolerance (what fp8 itself costs is
+  // attention_gpu_test's to bound).
+  const bool fp8 = is_fp8(c.cache_dtype);
+  const float k_scale = fp8 ? 0.02f : 1.0f, v_scale = fp8 ? 0.03f : 1.0f;
 
   // Decodes (one of a sequence of 1, so most shards are empty), then prefills: fresh ones
   // shorter than D · I, a chunk over a context, one across two plan tiles of 128 tokens.
@@ -140,17 +149,18 @@ TEST_P(DcpAttention, MergedShardsMatchTheWholeSequences) {
   // The whole: every position in one cache, attended by the host reference.
   auto cache_of = [&](int num_blocks, void* data, Device device) {
     return kv_cache_view(backend, data, device, num_blocks, c.block_size, c.kv_heads, c.head_size,
-                         c.dtype);
+                         c.cache_dtype);
   };
-  HostTensor whole_cache(c.dtype, {2, whole.num_blocks, c.block_size, c.kv_heads, c.head_size});
+  HostTensor whole_cache(c.cache_dtype,
+                         {2, whole.num_blocks, c.block_size, c.kv_heads, c.head_size});
   whole_cache.fill_bytes(0);
   const TensorView whole_view = cache_of(whole.num_blocks, whole_cache.data(), Device::cpu());
   host_reference::reshape_and_cache(ctx_key.view(), ctx_value.view(), whole_view,
-                                    whole.context_slot_mapping, 1.0f, 1.0f);
-  host_reference::reshape_and_cache(key.view(), value.view(), whole_view, whole.slot_mapping, 1.0f,
-                                    1.0f);
+                                    whole.context_slot_mapping, k_scale, v_scale);
+  host_reference::reshape_and_cache(key.view(), value.view(), whole_view, whole.slot_mapping,
+                                    k_scale, v_scale);
   const auto expected = host_reference::attention(params, query.view(), {}, {}, whole_view,
-                                                  whole.metadata(), 1.0f, 1.0f);
+                                                  whole.metadata(), k_scale, v_scale);
 
   // Each rank: its shard's context in its cache (garbage elsewhere), the forward with LSE.
   Stream stream = Stream::create();
@@ -160,14 +170,14 @@ TEST_P(DcpAttention, MergedShardsMatchTheWholeSequences) {
   for (int rank = 0; rank < c.world; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     const RankBatch b = shard_of(whole, c, rank, rng);
-    HostTensor cache(c.dtype, {2, b.num_blocks, c.block_size, c.kv_heads, c.head_size});
+    HostTensor cache(c.cache_dtype, {2, b.num_blocks, c.block_size, c.kv_heads, c.head_size});
     std::uniform_int_distribution<int> byte(0, 255);
     for (std::size_t i = 0; i < cache.bytes(); ++i) {
       cache.data()[i] = static_cast<std::uint8_t>(byte(rng) & 0x3F);
     }
     host_reference::reshape_and_cache(ctx_key.view(), ctx_value.view(),
                                       cache_of(b.num_blocks, cache.data(), Device::cpu()),
-                                      b.context_slots, 1.0f, 1.0f);
+                                      b.context_slots, k_scale, v_scale);
     CommonAttentionMetadata common;
     common.query_start_loc = whole.query_start_loc;
     common.seq_lens = b.seq_lens;
@@ -196,6 +206,8 @@ TEST_P(DcpAttention, MergedShardsMatchTheWholeSequences) {
     DeviceBuffer workspace(impl->workspace_bytes(limits));
     AttentionLayer layer;
     layer.name = "layers.0.attn";
+    layer.k_scale = k_scale;
+    layer.v_scale = v_scale;
     layer.workspace = TensorView(workspace.data(), DType::kU8,
                                  {static_cast<std::int64_t>(workspace.bytes())}, Device::cuda());
     const AttentionMetadata& md = builder->build(common, stream.get());
@@ -263,6 +275,27 @@ std::vector<Case> cases() {
                    .head_size = 256,
                    .tolerance = 5e-3});
   }
+  // A soft cap and an fp8 cache under DCP: the partial LSEs are of the capped scores, and the
+  // shards read the same quantised values the whole would. The Hopper prefill kernel takes no
+  // fp8 cache (the mma.sync kernel runs those rows).
+  out.push_back({.name = "d2_i16_softcap_sm90", .interleave = 16, .softcap = 30.0f});
+  out.push_back({.name = "d2_i16_softcap_mma_sync",
+                 .interleave = 16,
+                 .prefill_kernel = "mma_sync",
+                 .softcap = 30.0f});
+  out.push_back(
+      {.name = "d2_i1_fp8_mma_sync", .prefill_kernel = "mma_sync", .cache_dtype = DType::kFp8E4M3});
+  out.push_back({.name = "d4_i16_fp8_softcap_mma_sync",
+                 .world = 4,
+                 .interleave = 16,
+                 .prefill_kernel = "mma_sync",
+                 .cache_dtype = DType::kFp8E4M3,
+                 .softcap = 30.0f});
+  out.push_back({.name = "d2_i4_fp8_softcap_reference",
+                 .interleave = 4,
+                 .backend = "reference",
+                 .cache_dtype = DType::kFp8E4M3,
+                 .softcap = 30.0f});
   // The reference backend masks prefill rows over a shard by the positions its plan stages.
   out.push_back({.name = "d2_i1_reference", .backend = "reference"});
   out.push_back({.name = "d4_i16_block64_d64_reference",
