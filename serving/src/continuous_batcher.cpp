@@ -161,7 +161,7 @@ void ContinuousBatcher::drop_blocks(Request& r) {
   r.blocks.clear();
   r.computed = 0;
   r.committed = 0;
-  r.chain = PrefixCache::kRootHash;
+  r.chain = PrefixCache::Chain{};
 }
 
 void ContinuousBatcher::match_prefix(Request& r) {

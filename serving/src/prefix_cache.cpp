@@ -40,26 +40,29 @@ void PrefixCache::take(std::int32_t block) {
 }
 
 std::int32_t PrefixCache::match(std::span<const std::int32_t> tokens, std::int32_t max_tokens,
-                                std::vector<std::int32_t>& blocks, std::uint64_t& chain) {
-  chain = kRootHash;
+                                std::vector<std::int32_t>& blocks, Chain& chain) {
+  chain = Chain{};
   const auto limit = std::min<std::int64_t>(max_tokens, static_cast<std::int64_t>(tokens.size()));
   if (!enabled_) return 0;
-  std::uint64_t parent = kRootHash;
   std::int32_t matched = 0;
   while (matched + tokens_per_block_ <= limit) {
     const auto piece = tokens.subspan(static_cast<std::size_t>(matched),
                                       static_cast<std::size_t>(tokens_per_block_));
-    const std::uint64_t h = hash_block(parent, piece);
+    const std::uint64_t h = hash_block(chain.hash, piece);
     const auto found = by_hash_.find(h);
     if (found == by_hash_.end()) break;
     const Cached& c = cached_.at(found->second);
-    if (c.parent != parent || !std::equal(piece.begin(), piece.end(), c.tokens.begin())) break;
+    // Recorded after the very block matched before it, with these tokens: the hash only named
+    // a candidate.
+    if (c.parent != chain.block || c.parent_generation != chain.generation ||
+        !std::equal(piece.begin(), piece.end(), c.tokens.begin())) {
+      break;
+    }
     take(found->second);
     blocks.push_back(found->second);
     matched += tokens_per_block_;
-    parent = h;
+    chain = Chain{h, found->second, c.generation, true};
   }
-  chain = parent;
   return matched;
 }
 
@@ -109,7 +112,7 @@ void PrefixCache::release(std::span<const std::int32_t> blocks) {
 }
 
 void PrefixCache::commit(std::span<const std::int32_t> blocks, std::span<const std::int32_t> tokens,
-                         std::int32_t first, std::int32_t full, std::uint64_t& chain) {
+                         std::int32_t first, std::int32_t full, Chain& chain) {
   if (!enabled_ || full <= first) return;
   FF_CHECK(first >= 0 && full <= static_cast<std::int32_t>(blocks.size()) &&
                static_cast<std::int64_t>(full - first) * tokens_per_block_ ==
@@ -119,21 +122,50 @@ void PrefixCache::commit(std::span<const std::int32_t> blocks, std::span<const s
   for (std::int32_t b = first; b < full; ++b) {
     const auto piece = tokens.subspan(static_cast<std::size_t>(b - first) * tokens_per_block_,
                                       static_cast<std::size_t>(tokens_per_block_));
-    const std::uint64_t h = hash_block(chain, piece);
+    const std::uint64_t h = hash_block(chain.hash, piece);
     const std::int32_t block = blocks[b];
-    const auto held = held_.find(block);
-    // Cached already (matched), or another block holds this prefix: nothing to record.
-    if (held != held_.end() && !by_hash_.contains(h)) {
+    // The chain's block before this one is still what it was recorded as: an evicted one
+    // (its id taken by other tokens since) breaks the chain here.
+    const auto parent = chain.block >= 0 ? cached_.find(chain.block) : cached_.end();
+    if (chain.linked && chain.block >= 0 &&
+        (parent == cached_.end() || parent->second.generation != chain.generation)) {
+      chain.linked = false;
+    }
+    const auto mine = cached_.find(block);
+    const auto stand_in = by_hash_.find(h);
+    if (!chain.linked) {
+      // Nothing after an unrecorded block can be found: leave the rest as it is.
+    } else if (mine != cached_.end()) {
+      // Matched from the cache: already recorded.
+    } else if (stand_in != by_hash_.end()) {
+      // Another sequence's block holds this prefix: it stands for ours, if it is this very
+      // continuation (else the hashes collided: stop recording here).
+      const Cached& other = cached_.at(stand_in->second);
+      const bool same = other.parent == chain.block &&
+                        other.parent_generation == chain.generation &&
+                        std::equal(piece.begin(), piece.end(), other.tokens.begin());
+      chain = same ? Chain{h, stand_in->second, other.generation, true} : Chain{h, -1, 0, false};
+      continue;
+    } else if (const auto held = held_.find(block); held != held_.end()) {
       Cached c;
       c.hash = h;
-      c.parent = chain;
+      c.generation = ++generations_;
+      c.parent = chain.block;
+      c.parent_generation = chain.generation;
       c.tokens.assign(piece.begin(), piece.end());
       c.references = held->second;
       held_.erase(held);
       by_hash_[h] = block;
+      const std::uint64_t generation = c.generation;
       cached_.emplace(block, std::move(c));
+      chain = Chain{h, block, generation, true};
+      continue;
     }
-    chain = h;
+    if (mine != cached_.end() && chain.linked) {
+      chain = Chain{h, block, mine->second.generation, true};
+    } else {
+      chain = Chain{h, -1, 0, false};
+    }
   }
 }
 

@@ -34,7 +34,7 @@ TEST(PrefixCache, ASequenceLeftBehindIsFoundByItsPrefix) {
   const std::vector<std::int32_t> a = iota(100, 12);  // three blocks
   std::vector<std::int32_t> blocks;
   cache.allocate(3, blocks);
-  std::uint64_t chain = PrefixCache::kRootHash;
+  PrefixCache::Chain chain;
   cache.commit(blocks, a, 0, 3, chain);
   EXPECT_EQ(cache.num_cached(), 3);
   cache.release(blocks);
@@ -43,7 +43,7 @@ TEST(PrefixCache, ASequenceLeftBehindIsFoundByItsPrefix) {
   std::vector<std::int32_t> b = a;
   b.push_back(7);
   std::vector<std::int32_t> found;
-  std::uint64_t b_chain = 0;
+  PrefixCache::Chain b_chain;
   EXPECT_EQ(cache.match(b, 11, found, b_chain), 8);
   EXPECT_EQ(found, (std::vector<std::int32_t>{blocks[0], blocks[1]}));
   EXPECT_EQ(cache.references(blocks[0]), 1);
@@ -62,14 +62,14 @@ TEST(PrefixCache, SharedBlocksAreCountedAndEvictedLeastRecentlyUsedFirst) {
   BlockPool pool(4);
   PrefixCache cache(pool, 2, true);
   std::vector<std::int32_t> x, y;
-  std::uint64_t cx = PrefixCache::kRootHash, cy = PrefixCache::kRootHash;
+  PrefixCache::Chain cx, cy;
   cache.allocate(2, x);
   cache.commit(x, iota(0, 4), 0, 2, cx);
   cache.allocate(2, y);
   cache.commit(y, iota(50, 4), 0, 2, cy);
   // x's prefix is held twice more (two requests share it), y's not at all.
   std::vector<std::int32_t> x2, x3;
-  std::uint64_t chain = 0;
+  PrefixCache::Chain chain;
   EXPECT_EQ(cache.match(iota(0, 4), 4, x2, chain), 4);
   EXPECT_EQ(cache.match(iota(0, 4), 4, x3, chain), 4);
   EXPECT_EQ(cache.references(x[0]), 3);
@@ -99,7 +99,7 @@ TEST(PrefixCache, ATailIsEvictedBeforeItsHead) {
   BlockPool pool(3);
   PrefixCache cache(pool, 2, true);
   std::vector<std::int32_t> seq;
-  std::uint64_t chain = PrefixCache::kRootHash;
+  PrefixCache::Chain chain;
   cache.allocate(3, seq);
   cache.commit(seq, iota(10, 6), 0, 3, chain);
   cache.release(seq);
@@ -112,11 +112,60 @@ TEST(PrefixCache, ATailIsEvictedBeforeItsHead) {
   cache.release(one);
 }
 
+// Two sequences with one prefix, computed side by side (neither found the other's blocks): the
+// second's prefix blocks stay uncached, the first's stand for them, and the second's own tail
+// is recorded after them, so its next turn finds all of it.
+TEST(PrefixCache, ATailComputedBesideASharedPrefixIsFoundThroughIt) {
+  BlockPool pool(8);
+  PrefixCache cache(pool, 2, true);
+  std::vector<std::int32_t> a_tokens = iota(0, 6), b_tokens = iota(0, 4);
+  b_tokens.push_back(40);
+  b_tokens.push_back(41);
+  std::vector<std::int32_t> a, b;
+  cache.allocate(3, a);
+  cache.allocate(3, b);
+  PrefixCache::Chain ca, cb;
+  cache.commit(a, a_tokens, 0, 3, ca);
+  cache.commit(b, b_tokens, 0, 3, cb);
+  EXPECT_EQ(cache.num_cached(), 4) << "a's three, and b's own last block";
+  std::vector<std::int32_t> found;
+  PrefixCache::Chain chain;
+  std::vector<std::int32_t> next_turn = b_tokens;
+  next_turn.push_back(7);
+  EXPECT_EQ(cache.match(next_turn, 7, found, chain), 6);
+  EXPECT_EQ(found, (std::vector<std::int32_t>{a[0], a[1], b[2]}));
+  cache.release(found);
+  cache.release(a);
+  cache.release(b);
+  EXPECT_EQ(cache.num_free(), 8);
+}
+
+// A block evicted and taken by other tokens breaks the chains that ran through it: what was
+// recorded after it is no longer found through it.
+TEST(PrefixCache, AnEvictedParentIsNotFollowed) {
+  BlockPool pool(3);
+  PrefixCache cache(pool, 2, true);
+  std::vector<std::int32_t> seq;
+  PrefixCache::Chain chain;
+  cache.allocate(3, seq);
+  cache.commit(seq, iota(0, 6), 0, 3, chain);
+  cache.release(seq);  // evictable: seq[2], seq[1], seq[0] (tail first)
+  std::vector<std::int32_t> taken;
+  cache.allocate(3, taken);  // every block leaves the cache
+  PrefixCache::Chain other;
+  cache.commit(taken, iota(100, 6), 0, 3, other);
+  std::vector<std::int32_t> found;
+  EXPECT_EQ(cache.match(iota(0, 6), 6, found, chain), 0);
+  EXPECT_EQ(cache.match(iota(100, 6), 6, found, chain), 6);
+  cache.release(found);
+  cache.release(taken);
+}
+
 TEST(PrefixCache, DisabledItIsThePool) {
   BlockPool pool(4);
   PrefixCache cache(pool, 2, false);
   std::vector<std::int32_t> blocks;
-  std::uint64_t chain = PrefixCache::kRootHash;
+  PrefixCache::Chain chain;
   cache.allocate(2, blocks);
   cache.commit(blocks, iota(0, 4), 0, 2, chain);
   cache.release(blocks);

@@ -129,11 +129,11 @@ class ContinuousBatcher {
     std::int32_t computed = 0;   // tokens whose K/V are in the cache
     std::int32_t generated = 0;  // output tokens produced
     std::vector<std::int32_t> blocks;
-    std::int32_t committed = 0;                    // blocks recorded in the prefix cache
-    std::uint64_t chain = PrefixCache::kRootHash;  // the hash through them
-    std::int32_t scheduled = 0;                    // new tokens in the current step
-    std::vector<std::int32_t> prompt_ids;          // empty: derived from the id and position
-    std::vector<std::int32_t> outputs;             // every output token so far
+    std::int32_t committed = 0;            // blocks recorded in the prefix cache
+    PrefixCache::Chain chain;              // where their chain stands
+    std::int32_t scheduled = 0;            // new tokens in the current step
+    std::vector<std::int32_t> prompt_ids;  // empty: derived from the id and position
+    std::vector<std::int32_t> outputs;     // every output token so far
     std::vector<std::int32_t> stop;
     SamplingParams sampling;
     bool sampled = false;  // added with sampling parameters
