@@ -9,7 +9,6 @@ RequestChannel::Batch RequestChannel::take(std::chrono::milliseconds timeout) {
   ready_.wait_for(lock, timeout, [&] { return !pending_.tokens.empty() || pending_.end; });
   Batch out = std::move(pending_);
   pending_ = Batch{};
-  if (out.end) closed_ = true;
   return out;
 }
 
@@ -41,7 +40,6 @@ EngineWorker::~EngineWorker() { shutdown(false); }
 
 std::shared_ptr<RequestChannel> EngineWorker::submit(GenerationRequest request) {
   auto channel = std::make_shared<RequestChannel>();
-  channel->prompt_tokens_ = static_cast<int>(request.prompt.size());
   {
     std::lock_guard lock(mutex_);
     if (!accepting_) {

@@ -166,7 +166,8 @@ void ContinuousBatcher::drop_blocks(Request& r) {
 
 void ContinuousBatcher::match_prefix(Request& r) {
   if (!cache_.enabled() || r.computed > 0 || !r.blocks.empty()) return;
-  std::vector<std::int32_t> tokens(static_cast<std::size_t>(r.target));
+  std::vector<std::int32_t>& tokens = scratch_tokens_;
+  tokens.resize(static_cast<std::size_t>(r.target));
   for (std::int32_t p = 0; p < r.target; ++p) tokens[p] = token_at(r, p);
   // Never the last token: the step that computes it draws the next one.
   r.computed = cache_.match(tokens, r.target - 1, r.blocks, r.chain);
@@ -176,8 +177,8 @@ void ContinuousBatcher::match_prefix(Request& r) {
 void ContinuousBatcher::commit_blocks(Request& r) {
   const std::int32_t full = r.computed / tokens_per_block_;
   if (!cache_.enabled() || full <= r.committed) return;
-  std::vector<std::int32_t> tokens;
-  tokens.reserve(static_cast<std::size_t>(full - r.committed) * tokens_per_block_);
+  std::vector<std::int32_t>& tokens = scratch_tokens_;
+  tokens.clear();
   for (std::int32_t p = r.committed * tokens_per_block_; p < full * tokens_per_block_; ++p) {
     tokens.push_back(token_at(r, p));
   }

@@ -4,17 +4,9 @@
 #include <thread>
 
 #include "freezeframe/base/error.h"
+#include "splitmix.h"
 
 namespace freezeframe {
-namespace {
-
-std::uint64_t mix(std::uint64_t z) {  // SplitMix64's finaliser
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 HashTokenSource::HashTokenSource(std::vector<std::int32_t> allowed, int step_delay_us)
     : allowed_(std::move(allowed)), step_delay_us_(step_delay_us) {
@@ -31,9 +23,9 @@ std::span<const std::int32_t> HashTokenSource::run(const StepBatch& step) {
     token += static_cast<std::size_t>(req.query_len);
     const std::int32_t last = step.token_ids.empty() ? 0 : step.token_ids[token - 1];
     const SamplingParams sampling = step.sampling.empty() ? SamplingParams{} : step.sampling[r];
-    std::uint64_t h = mix(static_cast<std::uint64_t>(last) * 0x9E3779B97F4A7C15ull +
-                          static_cast<std::uint64_t>(req.seq_len));
-    if (sampling.temperature > 0.0f) h = mix(h ^ sampling.seed);
+    std::uint64_t h = splitmix64_finalise(static_cast<std::uint64_t>(last) * 0x9E3779B97F4A7C15ull +
+                                          static_cast<std::uint64_t>(req.seq_len));
+    if (sampling.temperature > 0.0f) h = splitmix64_finalise(h ^ sampling.seed);
     drawn_.push_back(allowed_[h % allowed_.size()]);
   }
   return drawn_;

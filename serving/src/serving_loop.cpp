@@ -6,16 +6,14 @@
 #include "freezeframe/base/error.h"
 #include "freezeframe/memory/block_pool.h"
 #include "freezeframe/serving/continuous_batcher.h"
+#include "splitmix.h"
 
 namespace freezeframe {
 namespace {
 
 /// A token of a trace's hash block: the block's id and the position in it, mixed.
 std::uint64_t mix_token(std::uint64_t id, std::uint64_t offset) {
-  std::uint64_t z = id * 0x9E3779B97F4A7C15ull + offset;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return splitmix64_finalise(id * 0x9E3779B97F4A7C15ull + offset);
 }
 
 Percentiles percentiles(std::vector<double> v);

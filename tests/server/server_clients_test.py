@@ -9,14 +9,14 @@ usage: server_clients_test.py FREEZEFRAME CHECKPOINT   (exit 77: a client is not
 """
 import concurrent.futures
 import json
-import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+
+import server_harness
 
 try:
     import openai
@@ -38,48 +38,10 @@ def check(condition, what):
         print("FAILED:", what, flush=True)
 
 
-class Server:
-    def __init__(self, *extra):
-        self.proc = subprocess.Popen(
-            [FREEZEFRAME, "serve", CHECKPOINT, "--token-source", "hash", "--port", "0",
-             "--max-model-len", "1024", *extra],
-            stderr=subprocess.PIPE, text=True)
-        line = self.proc.stderr.readline()
-        match = re.search(r"http://127\.0\.0\.1:(\d+)", line)
-        if not match:
-            raise SystemExit("the server did not start: " + line + self.proc.stderr.read())
-        self.port = int(match.group(1))
-        self.url = "http://127.0.0.1:%d" % self.port
-
-    def get(self, path):
-        with urllib.request.urlopen(self.url + path, timeout=10) as r:
-            return r.status, r.read().decode()
-
-    def post(self, path, body, headers=None):
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method="POST",
-                                     headers={"Content-Type": "application/json",
-                                              **(headers or {})})
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-
-    def metric(self, name):
-        _, text = self.get("/metrics")
-        for line in text.splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[-1])
-        raise KeyError(name)
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return None
+def Server(*extra):
+    """The hash-token server on the fixture's tokenizer, a context of 1024."""
+    return server_harness.Server(FREEZEFRAME, CHECKPOINT, "--token-source", "hash",
+                                 "--max-model-len", "1024", *extra)
 
 
 def client(server, **kw):

@@ -16,15 +16,15 @@ import concurrent.futures
 import json
 import os
 import random
-import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
+
+from server_harness import Server
 
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "A GPU is", "Once upon a time",
            "The three primary colours are", "To make bread, first", "In 1969,",
@@ -51,17 +51,6 @@ def check(ok, what):
     if not ok:
         FAILURES.append(what)
         print("FAILED:", what, flush=True)
-
-
-def start(*extra):
-    proc = subprocess.Popen([args.freezeframe, "serve", args.gguf, "--port", "0", *extra],
-                            stderr=subprocess.PIPE, text=True)
-    for line in proc.stderr:
-        match = re.search(r"http://127\.0\.0\.1:(\d+)", line)
-        if match:
-            return proc, int(match.group(1))
-        print(line, end="", file=sys.stderr)
-    raise SystemExit("the server did not start")
 
 
 def post(port, path, body, timeout=300):
@@ -94,25 +83,9 @@ def stream(port, path, body, timeout=300):
     return reasons
 
 
-def metric(port, name):
-    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read().decode()
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[-1])
-    raise KeyError(name)
-
-
-def stop(proc):
-    proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return None
-
-
 # 1. Greedy, one request at a time, against freezeframe generate.
-proc, port = start("--max-num-seqs", "1", "--max-model-len", "512")
+server = Server(args.freezeframe, args.gguf, "--max-num-seqs", "1", "--max-model-len", "512")
+port = server.port
 for prompt in PROMPTS:
     served = post(port, "/v1/completions", {"prompt": prompt, "max_tokens": 32, "temperature": 0})
     generated = subprocess.run([args.freezeframe, "generate", args.gguf, "--prompt", prompt,
@@ -122,10 +95,11 @@ for prompt in PROMPTS:
     want = generated.stdout[:-1] if generated.stdout.endswith("\n") else generated.stdout
     text = served["choices"][0]["text"]
     check(text == want, "greedy %r: the server's %r, generate's %r" % (prompt, text, want))
-check(stop(proc) == 0, "the first server exits 0 on SIGTERM")
+check(server.stop(60) == 0, "the first server exits 0 on SIGTERM")
 
 # 2. Concurrent streams with disconnects.
-proc, port = start("--max-num-seqs", "64")
+server = Server(args.freezeframe, args.gguf, "--max-num-seqs", "64")
+port = server.port
 system = "You are a concise assistant who answers in one short paragraph. " * 8
 deadline = time.monotonic() + args.seconds
 counts = {"done": 0, "left": 0, "errors": 0}
@@ -171,14 +145,14 @@ with concurrent.futures.ThreadPoolExecutor(args.clients) as pool:
 print("streams finished %(done)d, clients that left %(left)d, errors %(errors)d" % counts)
 check(counts["errors"] == 0, "no errors under load")
 check(counts["done"] > args.clients, "streams finished")
-check(metric(port, "freezeframe_prefix_cache_hits_total") > 0,
+check(server.metric("freezeframe_prefix_cache_hits_total") > 0,
       "the shared system prompt is found in the prefix cache")
 deadline = time.monotonic() + 30
-while time.monotonic() < deadline and metric(port, 'freezeframe_kv_blocks{state="used"}') != 0:
+while time.monotonic() < deadline and server.metric('freezeframe_kv_blocks{state="used"}') != 0:
     time.sleep(0.1)
-check(metric(port, 'freezeframe_kv_blocks{state="used"}') == 0, "every KV block free at the end")
-print("prefix cache hit rate %.3f" % metric(port, "freezeframe_prefix_cache_hit_rate"))
-check(stop(proc) == 0, "the second server exits 0 on SIGTERM")
+check(server.metric('freezeframe_kv_blocks{state="used"}') == 0, "every KV block free at the end")
+print("prefix cache hit rate %.3f" % server.metric("freezeframe_prefix_cache_hit_rate"))
+check(server.stop(60) == 0, "the second server exits 0 on SIGTERM")
 
 if FAILURES:
     print("%d checks failed" % len(FAILURES))

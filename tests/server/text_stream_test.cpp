@@ -28,15 +28,6 @@ std::vector<std::string> pieces(TextStream& s, const std::vector<TokenId>& token
   return out;
 }
 
-bool whole_utf8(const std::string& s) {
-  for (std::size_t at = 0; at < s.size();) {
-    const utf8::Char c = utf8::next(s, at);
-    if (c.cp == utf8::kInvalid) return false;
-    at += c.bytes;
-  }
-  return true;
-}
-
 TEST(TextStream, SendsWholeCharactersOnly) {
   const Tokenizer& t = smollm2();
   const std::string text = "naïve café — 日本語 😀 ok";
@@ -44,7 +35,7 @@ TEST(TextStream, SendsWholeCharactersOnly) {
   TextStream s(t, {});
   std::string joined;
   for (const std::string& p : pieces(s, ids)) {
-    EXPECT_TRUE(whole_utf8(p)) << "a piece cut inside a character";
+    EXPECT_TRUE(utf8::valid(p)) << "a piece cut inside a character";
     joined += p;
   }
   EXPECT_EQ(joined, text);
@@ -116,7 +107,7 @@ TEST(TextStream, MatchesTheWholeTextOnRandomStreams) {
     for (const std::string& p : pieces(s, ids)) joined += p;
     // The stop string may cut a character; the text as characters is what can be matched.
     const std::string expected = text.substr(0, text.find(stop));
-    if (whole_utf8(stop)) {
+    if (utf8::valid(stop)) {
       EXPECT_EQ(joined, expected) << "stop " << stop;
       EXPECT_TRUE(s.stopped());
     }

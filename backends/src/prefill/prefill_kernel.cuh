@@ -28,6 +28,7 @@
 #include "freezeframe/core/convert.cuh"
 #include "kernels/mma.cuh"
 #include "prefill/online_softmax.cuh"
+#include "prefill/padding_rows.cuh"
 #include "prefill/prefill_params.h"
 
 namespace freezeframe::prefill {
@@ -98,19 +99,7 @@ __global__ void __launch_bounds__(kThreads)
   const PlanHeader header = *reinterpret_cast<const PlanHeader*>(plan);
   const auto* tiles = reinterpret_cast<const PlanTile*>(plan + sizeof(PlanHeader));
 
-  // Padding rows: output 0, LSE −inf.
-  {
-    const std::int64_t pad_rows = header.padding_end - header.padding_begin;
-    const std::int64_t elems = pad_rows * p.num_heads * D;
-    for (std::int64_t i = blockIdx.x * std::int64_t(kThreads) + tid; i < elems;
-         i += std::int64_t(gridDim.x) * kThreads) {
-      const std::int64_t row = header.padding_begin + i / (std::int64_t(p.num_heads) * D);
-      const int head = static_cast<int>(i / D % p.num_heads), d = static_cast<int>(i % D);
-      static_cast<T*>(p.out)[row * p.out_stride_token + head * p.out_stride_head + d] =
-          kernels::from_float<T>(0.0f);
-      if (d == 0 && p.lse != nullptr) p.lse[row * p.lse_stride_token + head] = -INFINITY;
-    }
-  }
+  zero_padding_rows<T, D, kThreads>(p, header, tid);
 
   const int hp_shift = p.heads_per_tile_shift;
   const int tile_tokens = kBlockM >> hp_shift;

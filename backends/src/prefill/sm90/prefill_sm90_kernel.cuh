@@ -39,6 +39,7 @@
 #include <cstdint>
 
 #include "kernels/sm90.cuh"
+#include "prefill/padding_rows.cuh"
 #include "prefill/prefill_params.h"
 #include "prefill/sm90/consumer.cuh"
 #include "prefill/sm90/epilogue.cuh"
@@ -72,7 +73,7 @@ __global__ void __launch_bounds__(384, 1)
   }
 
   const PlanHeader header = *reinterpret_cast<const PlanHeader*>(p.plan);
-  sm90::zero_padding_rows<T, D, Cfg::kThreads>(p, header, tid);
+  zero_padding_rows<T, D, Cfg::kThreads>(p, header, tid);
   __syncthreads();  // the barriers are initialised
   const sm90::WorkList<Cfg::kBlockM, Cfg::kBlockN> work(p, header);
 

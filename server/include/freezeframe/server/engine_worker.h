@@ -38,8 +38,6 @@ enum class RequestEnd {
 /// One request's way back from the engine thread. Thread-safe.
 class RequestChannel {
  public:
-  using Clock = std::chrono::steady_clock;
-
   /// What arrived since the last take(): tokens in order, and the end once it came.
   struct Batch {
     std::vector<std::int32_t> tokens;
@@ -56,17 +54,11 @@ class RequestChannel {
   void post(std::int32_t token);
   void close(RequestEnd end, std::string error = {});
 
-  [[nodiscard]] int prompt_tokens() const { return prompt_tokens_; }
-  Clock::time_point submitted = Clock::now();
-
  private:
-  friend class EngineWorker;
   std::mutex mutex_;
   std::condition_variable ready_;
   Batch pending_;
-  bool closed_ = false;
   std::atomic<bool> cancelled_{false};
-  int prompt_tokens_ = 0;
 };
 
 /// The worker's state, for /health and /metrics.

@@ -158,7 +158,9 @@ class ContinuousBatcher {
   DeploymentLimits limits_;
   BlockPool& pool_;
   int tokens_per_block_ = 0;
-  PrefixCache cache_;  ///< block_size, times the DCP ranks (virtual blocks)
+  PrefixCache cache_;
+  std::vector<std::int32_t> scratch_tokens_;  // a sequence's tokens for the cache, reused  ///<
+                                              // block_size, times the DCP ranks (virtual blocks)
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<std::unique_ptr<Request>> running_;  // admission order
   std::vector<Request*> step_order_;
