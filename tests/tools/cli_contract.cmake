@@ -4,7 +4,7 @@
 # source file unless --verbose; serve-sim says what it is missing; bench refuses prefill shapes
 # that are malformed (exit 2) or past the spec's limits (exit 1) without a GPU; tokenize prints
 # ids and pieces, and refuses a broken tokenizer naming the field; inspect reads a checkpoint
-# whole and says why the engine could not run one.
+# whole and says why the engine could not run one; serve refuses its bad command lines.
 # Usage: cmake -DFREEZEFRAME=<tool> -DSOURCE_DIR=<checkout> -DWORK_DIR=<scratch>
 #              -DVERSION=<project version> -P cli_contract.cmake
 
@@ -218,6 +218,32 @@ check(RC 1 ARGS inspect ${weights}/broken/wrong-shape.gguf
 check(RC 1 ARGS inspect ${weights}/broken/q4_k.gguf --tensors
       OUT "Q4_K is not read" "1 tensor is of a type the engine does not read")
 check(RC 1 ARGS inspect ${WORK_DIR}/missing.gguf ERR "cannot read checkpoint" NOT_ERR ".cpp")
+
+# serve, where the tool has it (built with cpp-httplib): its usage and its bad command lines,
+# each refused before any model is read, a port bound or a GPU asked for.
+execute_process(COMMAND ${FREEZEFRAME} --help OUTPUT_VARIABLE help_text)
+if(help_text MATCHES "  serve ")
+  set(fixture ${SOURCE_DIR}/tests/fixtures/server/smollm2)
+  foreach(help --help -h)
+    check(RC 0 ARGS serve ${help} OUT "usage: freezeframe serve" "--token-source hash")
+  endforeach()
+  check(RC 2 ARGS serve --no-such-option ERR "unknown option '--no-such-option'"
+        "usage: freezeframe serve")
+  check(RC 2 ARGS serve ERR "no checkpoint or spec given")
+  check(RC 2 ARGS serve ${fixture} ${fixture} ERR "one checkpoint at a time")
+  check(RC 2 ARGS serve ${fixture} --port 70000 ERR "--port")
+  check(RC 2 ARGS serve ${fixture} --token-source gpu ERR "--token-source: 'gpu' is not engine or hash")
+  check(RC 2 ARGS serve ${fixture} --api-key ERR "--api-key needs a value")
+  check(RC 2 ARGS serve ${fixture} --max-num-seqs 64 --max-num-batched-tokens 8
+        ERR "--max-num-batched-tokens must be at least --max-num-seqs")
+  check(RC 2 ARGS serve ${spec} --max-num-seqs 4 ERR "a spec says them itself")
+  check(RC 2 ARGS serve ${fixture} --tokenizer x.json ERR "--tokenizer is for a spec")
+  check(RC 2 ARGS serve ${fixture} --token-source hash --max-model-len 100000
+        ERR "--max-model-len 100000 is past the model's 8192 positions")
+  check(RC 1 ARGS serve ${spec} --token-source hash ERR "names no checkpoint" "--tokenizer FILE"
+        NOT_ERR ".cpp")
+  check(RC 1 ARGS serve ${WORK_DIR}/missing.gguf ERR "cannot read checkpoint" NOT_ERR ".cpp")
+endif()
 
 # Without a GPU (demo says so), the GPU commands refuse with the probe's reason, cleanly.
 execute_process(COMMAND ${FREEZEFRAME} demo RESULT_VARIABLE rc OUTPUT_VARIABLE out)
