@@ -104,22 +104,26 @@ void EngineWorker::abort_all(RequestEnd end, const std::string& error, bool rele
   live_.clear();
 }
 
+void EngineWorker::refresh_snapshot() {
+  snapshot_.running = loop_.batcher().num_running();
+  snapshot_.waiting = loop_.batcher().num_waiting();
+  const PrefixCache& cache = loop_.batcher().prefix_cache();
+  snapshot_.blocks_free = cache.num_free();
+  snapshot_.blocks_cached = cache.num_cached();
+  snapshot_.prefix_queried_tokens = cache.queried_tokens();
+  snapshot_.prefix_hit_tokens = cache.hit_tokens();
+  snapshot_.steps = loop_.steps();
+  snapshot_.preemptions = loop_.batcher().num_preemptions();
+  for (int m = 0; m < 3; ++m) snapshot_.steps_by_mode[m] = steps_by_mode_[m];
+}
+
 void EngineWorker::run() {
   std::deque<std::pair<GenerationRequest, std::shared_ptr<RequestChannel>>> arrived;
   for (;;) {
     bool stop_now = false;
     {
       std::unique_lock lock(mutex_);
-      snapshot_.running = loop_.batcher().num_running();
-      snapshot_.waiting = loop_.batcher().num_waiting();
-      const PrefixCache& cache = loop_.batcher().prefix_cache();
-      snapshot_.blocks_free = cache.num_free();
-      snapshot_.blocks_cached = cache.num_cached();
-      snapshot_.prefix_queried_tokens = cache.queried_tokens();
-      snapshot_.prefix_hit_tokens = cache.hit_tokens();
-      snapshot_.steps = loop_.steps();
-      snapshot_.preemptions = loop_.batcher().num_preemptions();
-      for (int m = 0; m < 3; ++m) snapshot_.steps_by_mode[m] = steps_by_mode_[m];
+      refresh_snapshot();
       busy_ = !live_.empty();
       wake_.notify_all();  // a shutdown waiting for the requests to end
       wake_.wait(lock, [&] { return !arrived_.empty() || !live_.empty() || stop_now_; });
@@ -173,6 +177,12 @@ void EngineWorker::run() {
     }
     if (const std::optional<RuntimeMode> mode = source_.last_mode()) {
       ++steps_by_mode_[static_cast<int>(*mode)];
+    }
+    {
+      // Before any token of this step is posted: a client that has seen a token sees a
+      // snapshot at least as new as the step that drew it.
+      std::lock_guard lock(mutex_);
+      refresh_snapshot();
     }
     for (std::size_t i = 0; i < events->produced.size(); ++i) {
       if (auto it = live_.find(events->produced[i]); it != live_.end()) {

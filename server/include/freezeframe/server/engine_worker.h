@@ -95,11 +95,14 @@ class EngineWorker {
   /// `grace`), then aborts what is left; joins the thread. Idempotent, from any thread.
   void shutdown(bool finish, std::chrono::milliseconds grace = std::chrono::seconds(30));
 
+  /// The state as of the last step: no older than any token a channel has been handed.
   [[nodiscard]] WorkerSnapshot snapshot() const;
   [[nodiscard]] const DeploymentLimits& limits() const { return limits_; }
 
  private:
   void run();
+  /// Copies the loop's state into snapshot_ (engine thread, mutex_ held).
+  void refresh_snapshot();
   void admit(std::deque<std::pair<GenerationRequest, std::shared_ptr<RequestChannel>>>& arrived);
   /// Ends every live request; `release`: gives their blocks back (not after a failed step).
   void abort_all(RequestEnd end, const std::string& error, bool release);
