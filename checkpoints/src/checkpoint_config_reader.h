@@ -11,7 +11,13 @@
 
 #include "freezeframe/checkpoints/checkpoint_config.h"
 
+namespace freezeframe {
+struct JsonValue;
+}
+
 namespace freezeframe::checkpoint_detail {
+
+class JsonFields;
 
 /// Sizes are positive 32-bit ints; the spec bounds them further.
 inline constexpr std::int64_t kMaxSize = 2147483647;
@@ -26,6 +32,9 @@ inline constexpr std::int64_t kMaxSize = 2147483647;
 /// Reads `file` (config.json text) into `config`, appending problems; `file` names it in them.
 void read_hf_config(const std::string& file, CheckpointConfig& config,
                     std::vector<std::string>& problems);
+/// Reads config.json's quantization_config (in `root`) into config.fp8: the fp8 schemes of
+/// compressed-tensors and of the "fp8" method; any other method is a problem.
+void read_quantization(JsonFields& j, const JsonValue& root, CheckpointConfig& config);
 /// Reads generation_config.json (`file`): its eos_token_id (one id or a list) joins the
 /// config's stop tokens.
 void read_hf_generation_config(const std::string& file, CheckpointConfig& config,

@@ -96,7 +96,10 @@ class GgufWeights final : public MappedWeights {
       if (!readable_type(t.type)) {
         w.unreadable = w.type + " is not read; F32, F16, BF16, Q8_0, Q4_0 and Q4_1 are";
       }
-      Stored stored{file_.bytes(t), Codec::kGgml, t.type, 0};
+      Stored stored;
+      stored.bytes = file_.bytes(t);
+      stored.codec = Codec::kGgml;
+      stored.ggml_type = t.type;
       const bool q = t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_q.bias");
       const bool k = t.name.ends_with(".attn_k.weight") || t.name.ends_with(".attn_k.bias");
       if (permuted && (q || k)) {

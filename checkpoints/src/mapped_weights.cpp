@@ -49,6 +49,19 @@ void encode(std::span<const float> values, DType dtype, std::byte* out) {
   FF_THROW(E::kInternal, "weights encoded as ", name_of(dtype));
 }
 
+/// Multiplies `values` (whole rows of `row_elements`, the first being row `first_row`) by
+/// their scales.
+void apply_scales(const MappedWeights::Stored& s, std::int64_t row_elements, std::int64_t first_row,
+                  std::span<float> values) {
+  const std::int64_t blocks_per_row = (row_elements + s.scale_cols - 1) / s.scale_cols;
+  const auto rows = static_cast<std::int64_t>(values.size()) / row_elements;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* scale = s.scales.data() + ((first_row + i) / s.scale_rows) * blocks_per_row;
+    float* row = values.data() + i * row_elements;
+    for (std::int64_t c = 0; c < row_elements; ++c) row[c] *= scale[c / s.scale_cols];
+  }
+}
+
 }  // namespace
 
 void MappedWeights::add(WeightTensor tensor, Stored stored) {
@@ -60,7 +73,7 @@ void MappedWeights::add(WeightTensor tensor, Stored stored) {
                         std::to_string(rows) + " rows of whole blocks";
   }
   tensors_.push_back(std::move(tensor));
-  stored_.push_back(stored);
+  stored_.push_back(std::move(stored));
 }
 
 void MappedWeights::read_rows(const WeightTensor& tensor, std::int64_t first, std::int64_t count,
@@ -124,6 +137,7 @@ void MappedWeights::read_run(std::size_t index, std::int64_t src_row, std::int64
     } catch (const Error& e) {
       FF_THROW(e.code(), printable(t.file, 200), ": tensor '", t.describe(), "': ", e.message());
     }
+    if (!s.scales.empty()) apply_scales(s, row_elements, src_row + r, values);
     encode(values, dtype, out + r * out_row_bytes);
   }
 }

@@ -29,6 +29,11 @@ class MappedWeights : public WeightSource {
     /// > 0: the rows are stored in llama.cpp's rotary order for heads of this many rows
     /// (Note [GGUF rotary rows]).
     std::int64_t rotary_head_size = 0;
+    /// An fp8 weight's scales, row-major over blocks of scale_rows × scale_cols values (one
+    /// block: a scale per tensor; rows of one: per channel); empty: the values are unscaled.
+    std::vector<float> scales;
+    std::int64_t scale_rows = 0;
+    std::int64_t scale_cols = 0;
   };
 
   [[nodiscard]] const std::string& path() const override { return path_; }

@@ -191,8 +191,15 @@ void safetensors_to_f32(std::string_view dtype, std::span<const std::byte> src,
     for (std::size_t i = 0; i < n; ++i) {
       out[i] = dtype == "F16" ? host_half::f16_to_f32(half(i)) : host_half::bf16_to_f32(half(i));
     }
+  } else if (dtype == "F8_E4M3") {
+    // The stored values alone: a weight's scale is applied by its reader (WeightSource).
+    FF_CHECK(src.size() == n, E::kInvalidArgument, n, " fp8 values need ", n, " bytes");
+    for (std::size_t i = 0; i < n; ++i) {
+      out[i] = host_half::e4m3_to_f32(static_cast<std::uint8_t>(src[i]));
+    }
   } else {
-    FF_THROW(E::kUnsupported, "dtype ", dtype, " is not read as weights; F32, F16 and BF16 are");
+    FF_THROW(E::kUnsupported, "dtype ", dtype,
+             " is not read as weights; F32, F16, BF16 and F8_E4M3 are");
   }
 }
 

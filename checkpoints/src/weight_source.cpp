@@ -34,7 +34,7 @@ std::unique_ptr<WeightSource> WeightSource::open(const CheckpointConfig& config)
   // The safetensors lie beside config.json (model.safetensors, or shards and their index).
   std::filesystem::path folder = std::filesystem::path(config.config_file).parent_path();
   if (folder.empty()) folder = ".";
-  return open_safetensors_weights(folder.string());
+  return open_safetensors_weights(folder.string(), config.fp8 ? &*config.fp8 : nullptr);
 }
 
 std::int64_t gguf_rotary_row(std::int64_t row, std::int64_t head_size) {

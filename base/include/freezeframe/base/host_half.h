@@ -1,7 +1,7 @@
 #pragma once
-// f16 and bf16 bit patterns to f32 on the host, exactly, and f32 to them rounded to nearest
-// even (checkpoint readers and the weight sources; CUDA's __float2half_rn and
-// __float2bfloat16_rn give the same bits, which a test checks).
+// f16, bf16 and fp8 e4m3 bit patterns to f32 on the host, exactly, and f32 to f16 and bf16
+// rounded to nearest even (checkpoint readers and the weight sources; CUDA's __float2half_rn
+// and __float2bfloat16_rn give the same bits, which a test checks).
 
 #include <bit>
 #include <cstdint>
@@ -61,6 +61,19 @@ namespace freezeframe::host_half {
   const std::uint32_t shift = 126 - (abs >> 23);
   if (shift > 24) return sign;
   return sign | std::uint16_t(round_shift((abs & 0x7FFFFF) | 0x800000, shift));
+}
+
+/// An OCP fp8 e4m3fn byte (bias 7, no infinities; S.1111.111 is NaN) as f32, exactly.
+[[nodiscard]] inline float e4m3_to_f32(std::uint8_t b) {
+  const std::uint32_t sign = std::uint32_t(b & 0x80) << 24;
+  const std::uint32_t exponent = (b >> 3) & 0xF, mantissa = b & 0x7;
+  if (exponent == 0xF && mantissa == 0x7) return std::bit_cast<float>(sign | 0x7FC00000);
+  if (exponent != 0) {
+    return std::bit_cast<float>(sign | ((exponent + 120) << 23) | (mantissa << 20));
+  }
+  // Subnormal: mantissa · 2^-9, exact in f32.
+  const float magnitude = static_cast<float>(mantissa) * (1.0f / 512.0f);
+  return (b & 0x80) != 0 ? -magnitude : magnitude;
 }
 
 }  // namespace freezeframe::host_half

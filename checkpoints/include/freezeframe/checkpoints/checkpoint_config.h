@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "freezeframe/base/dtype.h"
+#include "freezeframe/checkpoints/fp8_scheme.h"
 
 namespace freezeframe {
 
@@ -52,6 +53,9 @@ struct CheckpointConfig {
   float rms_norm_eps = 1e-5f;
   bool tie_word_embeddings = false;
   std::optional<DType> dtype;  ///< torch_dtype; empty for GGUF (each tensor has its own type)
+  /// How fp8 weights are scaled, when config.json's quantization_config says they are
+  /// (the weights are then read dequantised: WeightSource).
+  std::optional<Fp8Scheme> fp8;
   /// The tokens that end a generation: config.json's eos_token_id (one id or a list); GGUF's
   /// tokenizer.ggml.eos_token_id and eot_token_id (end of turn). Empty when it names none.
   std::vector<std::int32_t> eos_token_ids;

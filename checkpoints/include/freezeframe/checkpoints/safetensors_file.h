@@ -49,8 +49,8 @@ class SafetensorsFile {
   [[nodiscard]] const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
   [[nodiscard]] std::span<const std::byte> bytes(const SafetensorsTensor& tensor) const;
-  /// The tensor's values as f32 (F32, F16, BF16; others refused with their dtype); `out`
-  /// holds tensor.elements() values.
+  /// The tensor's values as f32 (F32, F16, BF16, F8_E4M3 unscaled; others refused with their
+  /// dtype); `out` holds tensor.elements() values.
   void read_f32(const SafetensorsTensor& tensor, std::span<float> out) const;
 
  private:
@@ -89,7 +89,8 @@ class SafetensorsCheckpoint {
   std::map<std::string, std::size_t, std::less<>> where_;  // tensor → index into files_
 };
 
-/// f32 values of `count` elements of safetensors dtype `dtype` (F32, F16, BF16).
+/// f32 values of `count` elements of safetensors dtype `dtype` (F32, F16, BF16, F8_E4M3: the
+/// stored values, unscaled).
 void safetensors_to_f32(std::string_view dtype, std::span<const std::byte> src,
                         std::span<float> out);
 

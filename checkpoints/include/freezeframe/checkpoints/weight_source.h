@@ -30,6 +30,9 @@ struct WeightTensor {
   std::vector<std::int64_t> shape;  ///< Hugging Face's, outermost first: [out, in]
   /// Empty when read_rows converts its type; else why not ("Q4_K is not read; ...").
   std::string unreadable;
+  /// An fp8 weight's scale tensor ("...down_proj.weight_scale"), which read_rows applies;
+  /// empty for any other.
+  std::string scale;
 
   /// Rows read_rows counts in: shape[0] (a vector's rows are its elements).
   [[nodiscard]] std::int64_t rows() const;
@@ -61,7 +64,8 @@ class WeightSource {
   [[nodiscard]] virtual std::string stored_name(std::string_view name) const = 0;
 
   /// Rows [first, first + count) of `tensor` (one of tensors()), converted to `dtype` (bf16,
-  /// f16 or f32; rounded to nearest even), row-major into `out`, which holds exactly count ·
+  /// f16 or f32; rounded to nearest even; an fp8 weight dequantised with its scale first),
+  /// row-major into `out`, which holds exactly count ·
   /// row_elements() elements of `dtype`. Throws kInvalidArgument for rows outside the tensor or
   /// a buffer of another size, kUnsupported for an unreadable tensor.
   virtual void read_rows(const WeightTensor& tensor, std::int64_t first, std::int64_t count,
