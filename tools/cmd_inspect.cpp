@@ -127,6 +127,11 @@ int run_inspect(Args args) {
               config.rms_norm_eps, config.tie_word_embeddings ? "yes" : "no",
               config.qkv_bias ? "yes" : "no");
 
+  if (config.fp8) {
+    std::printf("quantization: %s; read dequantised to the model's dtype\n",
+                describe(*config.fp8).c_str());
+  }
+
   const std::unique_ptr<WeightSource> source = WeightSource::open(config);
   std::map<std::string, std::pair<int, double>> by_type;  // type → tensors, values
   int unreadable = 0;
@@ -144,8 +149,8 @@ int run_inspect(Args args) {
   std::printf("\n");
   if (list) {
     for (const WeightTensor& t : source->tensors()) {
-      std::printf("  %-60s %-6s %s%s%s\n", t.describe().c_str(), t.type.c_str(),
-                  shape_text(t.shape).c_str(),
+      std::printf("  %-60s %-7s %s%s%s%s%s\n", t.describe().c_str(), t.type.c_str(),
+                  shape_text(t.shape).c_str(), t.scale.empty() ? "" : " x ", t.scale.c_str(),
                   t.unreadable.empty() ? "" : "; not read: ", t.unreadable.c_str());
     }
   }

@@ -204,6 +204,29 @@ TEST(Fp8Checkpoint, WeightsWhoseScaleDoesNotFitAreRefusedNamingIt) {
   }
 }
 
+TEST(Fp8Checkpoint, KvCacheScalesAreTheCheckpointsWhereItStatesThem) {
+  const CheckpointConfig channel = config_of("llama-fp8-channel");
+  const std::vector<KvCacheScales> scales =
+      checkpoint_kv_cache_scales(*WeightSource::open(channel), channel, 1);
+  ASSERT_EQ(scales.size(), 1u);
+  EXPECT_EQ(scales[0].k, 0.05f);
+  EXPECT_EQ(scales[0].v, 0.03f);
+  const CheckpointConfig tensor = config_of("llama-fp8-tensor");
+  EXPECT_TRUE(checkpoint_kv_cache_scales(*WeightSource::open(tensor), tensor, 1).empty());
+  // A kv_cache_scheme whose scales are not in the file.
+  const std::string dir =
+      scratch_checkpoint("fp8-no-kv-scales", "llama-fp8-tensor", config_text("llama-fp8-channel"));
+  const CheckpointConfig missing = read_checkpoint_config(dir);
+  try {
+    (void)checkpoint_kv_cache_scales(*WeightSource::open(missing), missing, 1);
+    ADD_FAILURE() << "read";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("no tensor model.layers.0.self_attn.k_scale"), std::string::npos)
+        << e.message();
+    EXPECT_NE(e.message().find("kv_cache_scheme"), std::string::npos) << e.message();
+  }
+}
+
 /// The problems read_checkpoint_config finds in llama-fp8-channel's config with
 /// `quantization` as its quantization_config.
 std::string refusal(const std::string& quantization) {

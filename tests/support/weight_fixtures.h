@@ -17,11 +17,13 @@ inline const std::filesystem::path& weight_fixtures() {
 }
 
 /// A spec running the checkpoint at `checkpoint` (a path under the fixtures) with its weights
-/// (builtin_weights false); `extra` is appended to the model section.
-inline EngineSpec weights_spec(const std::string& checkpoint, const std::string& extra = "") {
+/// (builtin_weights false); `extra` is appended to the model section, `cache_extra` to the
+/// cache section.
+inline EngineSpec weights_spec(const std::string& checkpoint, const std::string& extra = "",
+                               const std::string& cache_extra = "") {
   const std::string yaml = "model:\n  checkpoint: " + checkpoint + "\n  builtin_weights: false\n" +
-                           extra +
-                           "cache:\n  block_size: 16\n  memory_budget: 64MiB\n"
+                           extra + "cache:\n  block_size: 16\n  memory_budget: 64MiB\n" +
+                           cache_extra +
                            "scheduler:\n  max_num_seqs: 8\n  max_num_batched_tokens: 64\n"
                            "cuda_graphs:\n  mode: none\n";
   // Parsed as if it lay among the fixtures: the checkpoint path is relative to them.

@@ -217,6 +217,12 @@ check(RC 1 ARGS inspect ${weights}/broken/wrong-shape.gguf
       OUT "the engine would not run these weights" "is [64, 32]; the model program expects [32, 32]")
 check(RC 1 ARGS inspect ${weights}/broken/q4_k.gguf --tensors
       OUT "Q4_K is not read" "1 tensor is of a type the engine does not read")
+check(RC 0 ARGS inspect ${weights}/llama-fp8-channel --tensors --verify
+      OUT "quantization: fp8 e4m3 weights, a scale per output channel, activations quantised per token at run time, KV cache scales (compressed-tensors)"
+          "F8_E4M3 7" "F8_E4M3 [64, 32] x model.layers.0.self_attn.q_proj.weight_scale"
+          "the model program's 12 weights: all present" "0 problems")
+check(RC 0 ARGS inspect ${weights}/llama-fp8-block
+      OUT "a scale per block of 24 x 8" "12 weights: all present")
 check(RC 1 ARGS inspect ${WORK_DIR}/missing.gguf ERR "cannot read checkpoint" NOT_ERR ".cpp")
 
 # serve, where the tool has it (built with cpp-httplib): its usage and its bad command lines,

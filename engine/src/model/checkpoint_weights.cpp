@@ -1,6 +1,8 @@
 #include "freezeframe/engine/model/checkpoint_weights.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "freezeframe/base/error.h"
@@ -73,6 +75,35 @@ std::vector<const WeightTensor*> match_weights(const WeightSource& source,
   FF_THROW(E::kInvalidArgument, "checkpoint ", printable(source.path(), 200), " (", source.format(),
            ") cannot give the model's weights, ", problems.size(),
            problems.size() == 1 ? " problem:" : " problems:", text);
+}
+
+std::vector<KvCacheScales> checkpoint_kv_cache_scales(const WeightSource& source,
+                                                      const CheckpointConfig& config,
+                                                      int num_layers) {
+  std::vector<KvCacheScales> scales;
+  if (!config.fp8 || !config.fp8->kv_cache_scales) return scales;
+  const auto read = [&](int layer, const char* which) {
+    const std::string name =
+        "model.layers." + std::to_string(layer) + ".self_attn." + which + "_scale";
+    const WeightTensor* t = source.find(name);
+    FF_CHECK(t != nullptr, E::kInvalidArgument, "checkpoint ", printable(source.path(), 200),
+             ": no tensor ", name, ", though ", config.fp8->origin, " states a kv_cache_scheme");
+    const std::string where = printable(t->file, 200) + ": tensor " + t->describe();
+    FF_CHECK(t->rows() * t->row_elements() == 1 && t->unreadable.empty(), E::kInvalidArgument,
+             where, ": a KV cache scale is one F32, BF16 or F16 value; it is ", t->type, " of ",
+             shape_text(t->shape));
+    float value = 0;
+    std::byte bytes[sizeof(float)];
+    source.read_rows(*t, 0, 1, DType::kF32, bytes);
+    std::memcpy(&value, bytes, sizeof value);
+    FF_CHECK(std::isfinite(value) && value > 0, E::kInvalidArgument, where, ": holds ", value,
+             "; a KV cache scale is finite and positive");
+    return value;
+  };
+  for (int layer = 0; layer < num_layers; ++layer) {
+    scales.push_back({read(layer, "k"), read(layer, "v")});
+  }
+  return scales;
 }
 
 }  // namespace freezeframe

@@ -99,6 +99,7 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
   std::unique_ptr<WeightSource> checkpoint;
   std::vector<const WeightTensor*> checkpoint_tensors;
   std::vector<WeightShard> shards;
+  std::vector<KvCacheScales> kv_cache_scales;
   if (!spec.model.builtin_weights) {
     checkpoint = WeightSource::open(*spec.model.checkpoint);
     const ModelProgram program = build_model_program(spec);
@@ -108,6 +109,11 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
       }
     }
     checkpoint_tensors = match_weights(*checkpoint, program, shards);
+    // An fp8 cache writes with the scales the checkpoint calibrated, where it has them.
+    if (is_fp8(spec.kv_cache_dtype())) {
+      kv_cache_scales =
+          checkpoint_kv_cache_scales(*checkpoint, *spec.model.checkpoint, spec.model.num_layers);
+    }
   }
   std::int64_t device_memory = options.device_memory;
   if (device_memory == 0) {
@@ -141,6 +147,7 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
       s.spec, s.geometry, s.program, s.views, s.arena, std::move(backend_of_layer),
       std::move(s.options.user_pieces), s.options.sample_tokens, s.options.communicator,
       s.options.dcp_communicator);
+  if (!kv_cache_scales.empty()) s.runner->set_kv_cache_scales(kv_cache_scales);
   s.logits = s.program.tensor_index("logits");
   s.sampled = s.program.tensor_index("sampled_token_ids");
 

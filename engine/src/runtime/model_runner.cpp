@@ -162,6 +162,15 @@ std::string ModelRunner::op_name(int op) const {
   return std::string(to_string(program_.ops[o.program_op].kind()));
 }
 
+void ModelRunner::set_kv_cache_scales(std::span<const KvCacheScales> scales) {
+  FF_CHECK(scales.size() == layers_.size(), E::kInternal, scales.size(), " KV cache scales for ",
+           layers_.size(), " layers");
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    layers_[l]->state.k_scale = scales[l].k;
+    layers_[l]->state.v_scale = scales[l].v;
+  }
+}
+
 void ModelRunner::init_weights(std::uint64_t seed, cudaStream_t stream) {
   for (std::size_t w = 0; w < program_.weights.size(); ++w) {
     const ProgramWeight& weight = program_.weights[w];

@@ -21,6 +21,7 @@
 #include "freezeframe/backends/attention_layer.h"
 #include "freezeframe/backends/attention_metadata.h"
 #include "freezeframe/core/cuda_handles.h"
+#include "freezeframe/engine/model/checkpoint_weights.h"
 #include "freezeframe/engine/model/model_program.h"
 #include "freezeframe/engine/plan/plan_views.h"
 #include "freezeframe/engine/runtime/communicator.h"
@@ -70,6 +71,10 @@ class ModelRunner {
   /// `stream`: this rank's shard of the values one rank would hold, so every deployment of a
   /// seed computes the same model.
   void init_weights(std::uint64_t seed, cudaStream_t stream);
+
+  /// Gives each layer's attention the fp8 KV cache scales of the checkpoint (one per layer),
+  /// before any step writes the cache or is captured.
+  void set_kv_cache_scales(std::span<const KvCacheScales> scales);
 
   /// The tokens the last run's sample op drew, copied to pinned host memory by the same run
   /// (the first `reqs`): valid once the stream has run it.

@@ -1,31 +1,38 @@
 // The engine with a checkpoint's weights (model.builtin_weights false): every planned weight
 // on the device holds, bit for bit, what the weight source reads on the host in the model's
-// dtype, for safetensors shards, a Llama GGUF (rotary rows restored, quantised tensors) and a
-// Qwen2 GGUF in f16 (biases, tied LM head); the upload streams through a small pinned buffer
-// in many chunks with progress; a step runs on them; and a spec or checkpoint the engine
-// cannot run is refused before anything is allocated.
+// dtype, for safetensors shards, a Llama GGUF (rotary rows restored, quantised tensors), a
+// Qwen2 GGUF in f16 (biases, tied LM head) and fp8 checkpoints (dequantised; an fp8 cache
+// written with their KV scales); the upload streams through a small pinned buffer in many
+// chunks with progress; a step runs on them; and a spec or checkpoint the engine cannot run is
+// refused before anything is allocated.
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "engine/runtime/engine_test_util.h"
 #include "freezeframe/base/error.h"
+#include "freezeframe/base/host_half.h"
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/engine/model/checkpoint_weights.h"
 #include "freezeframe/engine/model/model_program.h"
 #include "freezeframe/engine/runtime/engine.h"
 #include "support/gpu.h"
+#include "support/scratch_files.h"
 #include "support/weight_fixtures.h"
 
 namespace freezeframe {
 namespace {
 
+namespace fs = std::filesystem;
 using testing::weight_fixtures;
 using testing::weights_spec;
 
@@ -104,6 +111,71 @@ TEST(EngineWeights, LlamaGgufOnTheDeviceBitForBit) {
 TEST(EngineWeights, Qwen2GgufInF16WithBiasesOnTheDeviceBitForBit) {
   FF_REQUIRE_GPU();
   expect_device_weights_are_the_sources("qwen2.gguf", DType::kF16);
+}
+
+TEST(EngineWeights, Fp8CheckpointsDequantisedOnTheDeviceBitForBit) {
+  FF_REQUIRE_GPU();
+  for (const char* checkpoint : {"llama-fp8-channel", "llama-fp8-tensor", "llama-fp8-block"}) {
+    expect_device_weights_are_the_sources(checkpoint, DType::kBF16);
+  }
+}
+
+/// Layer 0's fp8 KV cache after one step over `checkpoint`, decoded and scaled by `k` and `v`.
+std::vector<float> fp8_cache_after_a_step(const std::string& checkpoint, float k, float v,
+                                          std::vector<std::uint8_t>& raw) {
+  const EngineSpec spec = weights_spec(checkpoint, "", "  dtype: fp8\n");
+  EngineOptions options;
+  options.capture_graphs = false;
+  Engine engine(spec, options);
+  std::mt19937 rng(5);
+  const testing::TestBatch batch({{12, 12}, {7, 7}}, engine.limits().block_size,
+                                 engine.limits().num_blocks, rng, spec.model.vocab_size);
+  (void)engine.step(batch.batch());
+  engine.synchronize();
+  const TensorView cache = engine.kv_cache(0);
+  raw.resize(static_cast<std::size_t>(cache.numel()));
+  EXPECT_EQ(cudaMemcpy(raw.data(), cache.data(), raw.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  // Dimension 0 is K, then V (the paged backend's shape, kept outermost).
+  std::vector<float> values(raw.size());
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    values[i] = host_half::e4m3_to_f32(raw[i]) * (i < raw.size() / 2 ? k : v);
+  }
+  return values;
+}
+
+TEST(EngineWeights, AnFp8CacheWritesWithTheCheckpointsKvScales) {
+  FF_REQUIRE_GPU();
+  // The same checkpoint without its kv_cache_scheme: the cache is written with scales of 1.
+  const fs::path unscaled = freezeframe::testing::scratch_dir() / "fp8-unscaled-kv";
+  fs::create_directories(unscaled);
+  fs::copy_file(weight_fixtures() / "llama-fp8-channel" / "model.safetensors",
+                unscaled / "model.safetensors", fs::copy_options::overwrite_existing);
+  std::ifstream in(weight_fixtures() / "llama" / "config.json");
+  std::string config{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  config = config.substr(0, config.rfind('}')) + R"(, "quantization_config": {
+      "quant_method": "compressed-tensors", "format": "float-quantized",
+      "config_groups": {"g": {"targets": ["Linear"], "weights": {"num_bits": 8,
+      "type": "float", "strategy": "channel"}, "input_activations": {"num_bits": 8,
+      "type": "float", "strategy": "token", "dynamic": true}}}}})";
+  std::ofstream(unscaled / "config.json") << config;
+
+  std::vector<std::uint8_t> raw_scaled, raw_unscaled;
+  const std::vector<float> scaled =
+      fp8_cache_after_a_step("llama-fp8-channel", 0.05f, 0.03f, raw_scaled);
+  const std::vector<float> plain = fp8_cache_after_a_step(unscaled.string(), 1, 1, raw_unscaled);
+  ASSERT_EQ(scaled.size(), plain.size());
+  // The same keys and values, each within e4m3's rounding (3 mantissa bits: 2^-4 relative,
+  // 2^-9 absolute below the smallest normal at scale 1), stored as different bytes.
+  std::size_t written = 0, differ = 0;
+  for (std::size_t i = 0; i < scaled.size(); ++i) {
+    const float a = scaled[i], b = plain[i];
+    ASSERT_LE(std::fabs(a - b), 0.0625f * std::max(std::fabs(a), std::fabs(b)) + 0.004f)
+        << "element " << i << ": " << a << " with the checkpoint's scales, " << b << " without";
+    written += raw_unscaled[i] != 0;
+    differ += raw_scaled[i] != raw_unscaled[i];
+  }
+  EXPECT_GT(written, 100u) << "the step wrote the cache";
+  EXPECT_GT(differ, written / 2) << "the checkpoint's scales changed how the cache is written";
 }
 
 /// The engine's refusal of `spec`, after checking that nothing was allocated on the device.

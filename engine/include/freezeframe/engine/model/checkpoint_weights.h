@@ -26,4 +26,18 @@ namespace freezeframe {
     const WeightSource& source, const ModelProgram& program,
     std::span<const WeightShard> shards = {});
 
+/// A layer's fp8 KV cache scales (value = stored × scale).
+struct KvCacheScales {
+  float k = 1.0f;
+  float v = 1.0f;
+};
+
+/// The KV cache scales an fp8 checkpoint calibrated (compressed-tensors' kv_cache_scheme:
+/// model.layers.N.self_attn.k_scale and v_scale, one value each), one per layer of
+/// `num_layers`; empty when `config` states none. Throws kInvalidArgument naming the tensor
+/// when one is missing, not a single value, or not finite and positive.
+[[nodiscard]] std::vector<KvCacheScales> checkpoint_kv_cache_scales(const WeightSource& source,
+                                                                    const CheckpointConfig& config,
+                                                                    int num_layers);
+
 }  // namespace freezeframe
