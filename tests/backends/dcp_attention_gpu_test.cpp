@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -44,11 +45,14 @@ struct Case {
   int heads = 8, kv_heads = 2, head_size = 128, block_size = 16;
   double tolerance = 1e-2;
   const char* backend = "paged_decode";
-  DType cache_dtype = DType::kBF16;  ///< fp8: keys and values stored scaled in e4m3
-  float softcap = 0.0f;              ///< logits_soft_cap
+  /// The cache's: `dtype` when empty; fp8: keys and values stored scaled in e4m3.
+  std::optional<DType> cache_dtype = std::nullopt;
+  float softcap = 0.0f;  ///< logits_soft_cap
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
+
+DType cache_dtype_of(const Case& c) { return c.cache_dtype.value_or(c.dtype); }
 
 /// One rank's view of the batch: its shard's lengths, block tables and slots.
 struct RankBatch {
@@ -115,13 +119,13 @@ TEST_P(DcpAttention, MergedShardsMatchTheWholeSequences) {
   params.num_kv_heads = c.kv_heads;
   params.head_size = c.head_size;
   params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_size));
-  params.kv_cache_dtype = c.cache_dtype;
+  params.kv_cache_dtype = cache_dtype_of(c);
   params.logits_soft_cap = c.softcap;
   const AttentionBackend& backend = find_backend(c.backend);
   // fp8 keys and values are scaled into e4m3's range; the reference reads the same cache, so
   // the merged output is held to the 16-bit tolerance (what fp8 itself costs is
   // attention_gpu_test's to bound).
-  const bool fp8 = is_fp8(c.cache_dtype);
+  const bool fp8 = is_fp8(cache_dtype_of(c));
   const float k_scale = fp8 ? 0.02f : 1.0f, v_scale = fp8 ? 0.03f : 1.0f;
 
   // Decodes (one of a sequence of 1, so most shards are empty), then prefills: fresh ones
@@ -149,9 +153,9 @@ TEST_P(DcpAttention, MergedShardsMatchTheWholeSequences) {
   // The whole: every position in one cache, attended by the host reference.
   auto cache_of = [&](int num_blocks, void* data, Device device) {
     return kv_cache_view(backend, data, device, num_blocks, c.block_size, c.kv_heads, c.head_size,
-                         c.cache_dtype);
+                         cache_dtype_of(c));
   };
-  HostTensor whole_cache(c.cache_dtype,
+  HostTensor whole_cache(cache_dtype_of(c),
                          {2, whole.num_blocks, c.block_size, c.kv_heads, c.head_size});
   whole_cache.fill_bytes(0);
   const TensorView whole_view = cache_of(whole.num_blocks, whole_cache.data(), Device::cpu());
@@ -170,7 +174,7 @@ TEST_P(DcpAttention, MergedShardsMatchTheWholeSequences) {
   for (int rank = 0; rank < c.world; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     const RankBatch b = shard_of(whole, c, rank, rng);
-    HostTensor cache(c.cache_dtype, {2, b.num_blocks, c.block_size, c.kv_heads, c.head_size});
+    HostTensor cache(cache_dtype_of(c), {2, b.num_blocks, c.block_size, c.kv_heads, c.head_size});
     std::uniform_int_distribution<int> byte(0, 255);
     for (std::size_t i = 0; i < cache.bytes(); ++i) {
       cache.data()[i] = static_cast<std::uint8_t>(byte(rng) & 0x3F);
