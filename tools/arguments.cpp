@@ -78,6 +78,13 @@ std::int64_t parse_size_arg(std::string_view flag, std::string_view text) {
   return *bytes;
 }
 
+std::string parse_quantization(std::string_view flag, std::string_view text) {
+  if (text != "none" && text != "fp8") {
+    throw UsageError(detail::concat(flag, ": ", quote(text), " is not none or fp8"));
+  }
+  return std::string(text);
+}
+
 std::string json_escape(std::string_view s) {
   std::string out;
   for (const char c : s) {

@@ -46,6 +46,9 @@ class UsageError : public std::runtime_error {
 /// "141GiB", "80GB", "512MiB" or a number of bytes; throws UsageError naming `flag` otherwise.
 [[nodiscard]] std::int64_t parse_size_arg(std::string_view flag, std::string_view text);
 
+/// "none" or "fp8" (model.quantization); throws UsageError naming `flag` otherwise.
+[[nodiscard]] std::string parse_quantization(std::string_view flag, std::string_view text);
+
 /// `s` as the inside of a JSON string.
 [[nodiscard]] std::string json_escape(std::string_view s);
 

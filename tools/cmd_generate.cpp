@@ -36,7 +36,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: freezeframe generate CHECKPOINT --prompt TEXT [--max-tokens N] [--temperature T]\n"
     "                            [--top-k K] [--top-p P] [--seed S] [--chat on|off]\n"
-    "                            [--device-memory SIZE]\n"
+    "                            [--device-memory SIZE] [--quantization none|fp8]\n"
     "  CHECKPOINT        a GGUF file, or a Hugging Face checkpoint (its folder or config.json,\n"
     "                    with the safetensors and tokenizer.json beside it)\n"
     "  --prompt TEXT     the text to continue; with --chat on, the user's message\n"
@@ -50,6 +50,8 @@ constexpr const char* kUsage =
     "  --chat on|off     render the prompt as a user message by the model's chat template and\n"
     "                    stop at the end of the turn (default: on when the model has one)\n"
     "  --device-memory   device memory the plan assumes (default: the GPU's free memory)\n"
+    "  --quantization    fp8: the projections' weights in fp8 with a scale per channel, their\n"
+    "                    inputs quantised per token (W8A8); none (default): the model's dtype\n"
     "  needs a GPU; streams the text to stdout, the timings to stderr\n";
 
 struct GenerateArgs {
@@ -59,6 +61,7 @@ struct GenerateArgs {
   SamplingParams sampling = kDefaultSampling;
   std::optional<bool> chat;
   std::optional<std::int64_t> device_bytes;
+  std::string quantization;
 };
 
 /// Throws UsageError for any mistake on the command line; nullopt after --help.
@@ -91,6 +94,8 @@ std::optional<GenerateArgs> parse_args(Args args) {
       g.chat = v == "on";
     } else if (a == "--device-memory") {
       g.device_bytes = parse_size_arg(a, value());
+    } else if (a == "--quantization") {
+      g.quantization = parse_quantization(a, value());
     } else if (a.empty() || a[0] == '-') {
       refuse(a);
     } else {
@@ -152,6 +157,7 @@ int run_generate(Args args) {
       context, std::max<std::int64_t>(2, static_cast<std::int64_t>(prompt.size()) + g.max_tokens));
   spec_options.max_num_seqs = 1;
   spec_options.max_num_batched_tokens = 2048;
+  spec_options.quantization = g.quantization;
   EngineOptions options;
   options.device_memory = device_memory(g.device_bytes).bytes;
   options.sample_tokens = true;

@@ -231,6 +231,21 @@ void print_plan(const EngineSpec& spec, const MemoryPlan& plan, const std::strin
   std::printf("cuda graphs: %.*s, %zu capture sizes (largest %d)\n",
               int(to_string(spec.cuda_graphs.mode).size()), to_string(spec.cuda_graphs.mode).data(),
               spec.cuda_graphs.capture_sizes.size(), spec.cuda_graphs.max_capture_size);
+  if (m.fp8_linear) {
+    // What fp8 projections change: the same deployment planned with them in the model dtype.
+    EngineSpec unquantised = spec;
+    unquantised.model.fp8_linear = false;
+    const MemoryPlan base = plan_memory(unquantised, plan.device_bytes);
+    const std::int64_t saved = base.region("weights").bytes - plan.region("weights").bytes;
+    std::printf(
+        "quantization: fp8 projections (per-channel weights, per-token inputs): weights %s, %s "
+        "less than in %.*s; kv capacity %+lld tokens (%lld in %.*s)\n",
+        format_bytes(plan.region("weights").bytes).c_str(), format_bytes(saved).c_str(),
+        int(name_of(m.dtype).size()), name_of(m.dtype).data(),
+        static_cast<long long>(plan.kv_cache.deployment_tokens - base.kv_cache.deployment_tokens),
+        static_cast<long long>(base.kv_cache.deployment_tokens), int(name_of(m.dtype).size()),
+        name_of(m.dtype).data());
+  }
   for (const std::string& w : plan.warnings) std::printf("warning: %s\n", w.c_str());
 }
 

@@ -44,7 +44,8 @@ constexpr const char* kUsage =
     "usage: freezeframe serve CHECKPOINT|SPEC.yaml [--host H] [--port P] [--api-key KEY]\n"
     "                         [--served-model-name NAME] [--max-num-seqs N]\n"
     "                         [--max-model-len N] [--max-num-batched-tokens N]\n"
-    "                         [--device-memory SIZE] [--token-source engine|hash]\n"
+    "                         [--device-memory SIZE] [--quantization none|fp8]\n"
+    "                         [--token-source engine|hash]\n"
     "  CHECKPOINT                 a GGUF file, or a Hugging Face checkpoint (its folder or\n"
     "                             config.json, with the safetensors and tokenizer.json beside it)\n"
     "  SPEC.yaml                  a deployment spec: its engine as the spec says (limits, graphs,\n"
@@ -62,6 +63,8 @@ constexpr const char* kUsage =
     "  --max-model-len N          context of a request, prompt and output (default: the model's)\n"
     "  --max-num-batched-tokens N tokens in one step (default 2048)\n"
     "  --device-memory SIZE       device memory the plan assumes (default: the GPU's free memory)\n"
+    "  --quantization none|fp8    fp8: W8A8 projections (fp8 weights with a scale per channel,\n"
+    "                             inputs quantised per token); none (default): the model's dtype\n"
     "  --max-concurrent-requests N  requests in progress at once, more get 503 (default 256)\n"
     "  --timeout SECONDS          a client this slow to send or to read is dropped (default 30)\n"
     "  --no-prefix-cache          compute every prompt whole (default: requests reuse the KV\n"
@@ -82,6 +85,7 @@ struct ServeArgs {
   std::int64_t max_model_len = 0;
   int max_num_batched_tokens = 2048;
   std::optional<std::int64_t> device_bytes;
+  std::string quantization;  ///< --quantization, for a checkpoint
   bool hash = false;
   std::int32_t num_blocks = 4096;
   int step_us = 0;
@@ -121,6 +125,9 @@ std::optional<ServeArgs> parse_args(Args args) {
       s.tokenizer = std::string(value());
     } else if (a == "--device-memory") {
       s.device_bytes = parse_size_arg(a, value());
+    } else if (a == "--quantization") {
+      s.quantization = parse_quantization(a, value());
+      s.sized = true;
     } else if (a == "--token-source") {
       const std::string_view v = value();
       if (v != "engine" && v != "hash") {
@@ -149,8 +156,8 @@ std::optional<ServeArgs> parse_args(Args args) {
   if (s.checkpoint.empty()) throw UsageError("no checkpoint or spec given");
   if (is_spec(s.checkpoint) && s.sized) {
     throw UsageError(
-        "--max-num-seqs, --max-model-len and --max-num-batched-tokens size a checkpoint's engine; "
-        "a spec says them itself (scheduler.*)");
+        "--max-num-seqs, --max-model-len, --max-num-batched-tokens and --quantization make a "
+        "checkpoint's engine; a spec says them itself (scheduler.*, model.quantization)");
   }
   if (!is_spec(s.checkpoint) && !s.tokenizer.empty()) {
     throw UsageError("--tokenizer is for a spec; a checkpoint brings its own");
@@ -240,6 +247,7 @@ int run_serve(Args args) {
     spec_options.max_model_len = max_model_len;
     spec_options.max_num_seqs = s.max_num_seqs;
     spec_options.max_num_batched_tokens = s.max_num_batched_tokens;
+    spec_options.quantization = s.quantization;
     EngineOptions options;
     options.device_memory = device_memory(s.device_bytes).bytes;
     options.sample_tokens = true;

@@ -106,6 +106,8 @@ endforeach()
 check(RC 0 ARGS bench --help OUT "--sample" "temperature 0.8, top-k 40, top-p 0.95")
 check(RC 0 ARGS serve-sim --help OUT "--sample" "temperature 0.8, top-k 40,")
 check(RC 0 ARGS generate --help OUT "(default 0.8)" "(default 40)" "(default 0.95)")
+check(RC 2 ARGS generate x.gguf --prompt hi --quantization fp16
+      ERR "--quantization: 'fp16' is not none or fp8")
 
 # Malformed values are usage errors too.
 check(RC 2 ARGS plan ${spec} --device-memory ERR "--device-memory needs a value")
@@ -202,6 +204,13 @@ check(RC 1 ARGS tokenize ${WORK_DIR}/fifo.json --text hi ERR "is a FIFO, not a r
 check(RC 1 ARGS tokenize ${tokenizers}/broken/merge_unknown.gguf --text hi
       ERR "tokenizer.ggml.merges[1]" NOT_ERR ".cpp")
 
+# plan with fp8 projections: the bytes they save and the KV capacity they give.
+file(READ ${SOURCE_DIR}/configs/llama-3.1-8b.yaml llama_yaml)
+string(REPLACE "model:\n" "model:\n  quantization: fp8\n" llama_fp8_yaml "${llama_yaml}")
+file(WRITE ${WORK_DIR}/llama-fp8.yaml "${llama_fp8_yaml}")
+check(RC 0 ARGS plan ${WORK_DIR}/llama-fp8.yaml --device-memory 141GiB
+      OUT "quantization: fp8 projections (per-channel weights, per-token inputs): weights 8.46 GiB, 6.49 GiB less than in bf16; kv capacity +53216 tokens (909744 in bf16)")
+
 # inspect: what a checkpoint holds, whether the engine could run its weights, every tensor read.
 set(weights ${SOURCE_DIR}/tests/fixtures/checkpoints/weights)
 check(RC 2 ARGS inspect ERR "no checkpoint given" "usage: freezeframe inspect")
@@ -243,6 +252,8 @@ if(help_text MATCHES "  serve ")
   check(RC 2 ARGS serve ${fixture} --max-num-seqs 64 --max-num-batched-tokens 8
         ERR "--max-num-batched-tokens must be at least --max-num-seqs")
   check(RC 2 ARGS serve ${spec} --max-num-seqs 4 ERR "a spec says them itself")
+  check(RC 2 ARGS serve ${spec} --quantization fp8 ERR "a spec says them itself")
+  check(RC 2 ARGS serve ${fixture} --quantization int4 ERR "--quantization: 'int4' is not none or fp8")
   check(RC 2 ARGS serve ${fixture} --tokenizer x.json ERR "--tokenizer is for a spec")
   check(RC 2 ARGS serve ${fixture} --token-source hash --max-model-len 100000
         ERR "--max-model-len 100000 is past the model's 8192 positions")

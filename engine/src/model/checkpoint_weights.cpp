@@ -42,6 +42,11 @@ std::vector<const WeightTensor*> match_weights(const WeightSource& source,
   std::vector<const WeightTensor*> matched;
   std::vector<std::string> problems;
   for (std::size_t i = 0; i < program.weights.size(); ++i) {
+    // An fp8 weight's scales are computed when it is quantised, not read.
+    if (program.weights[i].scales_of >= 0) {
+      matched.push_back(nullptr);
+      continue;
+    }
     // A rank's weight is part of the checkpoint's whole tensor.
     ProgramWeight w = program.weights[i];
     if (!shards.empty() && shards[i].axis >= 0) {

@@ -31,6 +31,7 @@ std::string_view to_string(OpKind kind) {
     case OpKind::kDcpAttention: return "dcp_attention";
     case OpKind::kDcpMlaAttention: return "dcp_mla_attention";
     case OpKind::kDcpMerge: return "dcp_merge";
+    case OpKind::kQuantizeRows: return "quantize_rows";
   }
   return "unknown";
 }
@@ -107,9 +108,40 @@ class ProgramBuilder {
     p_.tensors.push_back(std::move(t));
     return static_cast<int>(p_.tensors.size()) - 1;
   }
-  int weight(std::string name, std::vector<std::int64_t> shape, int layer) {
-    p_.weights.push_back({std::move(name), model_.dtype, std::move(shape), layer});
+  int weight(std::string name, std::vector<std::int64_t> shape, int layer,
+             DType dtype = DType::kU8) {
+    p_.weights.push_back(
+        {std::move(name), dtype == DType::kU8 ? model_.dtype : dtype, std::move(shape), layer});
     return static_cast<int>(p_.weights.size()) - 1;
+  }
+  /// A projection's weight [out, in]: in fp8 with model.quantization fp8.
+  int linear_weight(std::string name, std::vector<std::int64_t> shape, int layer) {
+    return weight(std::move(name), std::move(shape), layer,
+                  model_.fp8_linear ? DType::kFp8E4M3 : model_.dtype);
+  }
+  /// With fp8 projections, `x` (the input of `weights`, `width` wide) quantised per row by an
+  /// op of its own, and the weights' per-channel scales (placed after all of them, so a fused
+  /// GEMM's scales lie back to back as its weights do); none otherwise.
+  ops::Fp8Scales fp8_scales(int l, int& x, std::int64_t width, const std::vector<int>& weights) {
+    if (!model_.fp8_linear) return {};
+    const std::string name = p_.tensors[x].name;
+    // cuBLASLt's fp8 GEMMs read rows of whole 16-byte units.
+    FF_CHECK(width % 16 == 0, ErrorCode::kInvalidArgument,
+             "model.quantization: fp8 needs each projection's input to be a multiple of 16 wide on "
+             "a rank; ",
+             name, " is ", width);
+    const int q = tensor(name + "_fp8", width, l, TensorHome::kActivation, DType::kFp8E4M3);
+    const int scale = tensor(name + "_scale", 1, l, TensorHome::kActivation, DType::kF32);
+    op(l, ops::QuantizeRows{x, q, scale});
+    x = q;
+    ops::Fp8Scales s{scale, {}};
+    for (const int w : weights) {
+      const ProgramWeight& matrix = p_.weights[w];
+      const int index = weight(matrix.name + ".weight_scale", {matrix.shape[0]}, l, DType::kF32);
+      p_.weights[index].scales_of = w;
+      s.weight_scales.push_back(index);
+    }
+    return s;
   }
   template <class Operands>
   void op(int layer, Operands operands) {
@@ -135,6 +167,8 @@ class ProgramBuilder {
   void attention_block(int l, int hidden);
   void mla_block(int l, int hidden);
   void mlp_block(int l, int hidden);
+  /// hidden += out · W_oᵀ (out `width` wide), then the tensor-parallel sum.
+  void o_proj(int l, int out, int hidden, std::int64_t width);
   std::string prefix(int l) const { return "layers." + std::to_string(l) + "."; }
 
   const EngineSpec& spec_;
@@ -205,11 +239,12 @@ void ProgramBuilder::attention_block(int l, int hidden) {
   const int x = tensor(pre + "attn_in", h, l);
   op(l, ops::RmsNorm{hidden, x, weight(pre + "input_layernorm", {h}, l)});
   const int qkv = tensor(pre + "qkv", (heads + 2 * kv) * d, l);
-  op(l, ops::QkvProj{{x,
-                      qkv,
-                      {weight(pre + "self_attn.q_proj", {heads * d, h}, l),
-                       weight(pre + "self_attn.k_proj", {kv * d, h}, l),
-                       weight(pre + "self_attn.v_proj", {kv * d, h}, l)}}});
+  const std::vector<int> qkv_weights = {linear_weight(pre + "self_attn.q_proj", {heads * d, h}, l),
+                                        linear_weight(pre + "self_attn.k_proj", {kv * d, h}, l),
+                                        linear_weight(pre + "self_attn.v_proj", {kv * d, h}, l)};
+  int qkv_in = x;
+  const ops::Fp8Scales qkv_scales = fp8_scales(l, qkv_in, h, qkv_weights);
+  op(l, ops::QkvProj{{qkv_in, qkv, qkv_weights, qkv_scales}});
   if (model_.checkpoint && model_.checkpoint->qkv_bias) {
     op(l, ops::QkvBias{qkv, weight(pre + "self_attn.q_proj.bias", {heads * d}, l),
                        weight(pre + "self_attn.k_proj.bias", {kv * d}, l),
@@ -237,7 +272,14 @@ void ProgramBuilder::attention_block(int l, int hidden) {
     op(l, ops::DcpAttention{qkv, q_group, partial, lse});
     dcp_merge(l, partial, lse, out, group, d);
   }
-  op(l, ops::OProjResidual{{out, hidden, weight(pre + "self_attn.o_proj", {h, heads * d}, l)}});
+  o_proj(l, out, hidden, heads * d);
+}
+
+void ProgramBuilder::o_proj(int l, int out, int hidden, std::int64_t width) {
+  const int w = linear_weight(prefix(l) + "self_attn.o_proj", {model_.hidden_size, width}, l);
+  int in = out;
+  const ops::Fp8Scales scales = fp8_scales(l, in, width, {w});
+  op(l, ops::OProjResidual{{in, hidden, w, scales}});
   all_reduce(l, hidden);
 }
 
@@ -286,9 +328,7 @@ void ProgramBuilder::mla_block(int l, int hidden) {
     op(l, ops::DcpMlaAttention{in, partial, lse});
     dcp_merge(l, partial, lse, out, group, mla.v_head_dim);
   }
-  op(l, ops::OProjResidual{
-            {out, hidden, weight(pre + "self_attn.o_proj", {h, heads * mla.v_head_dim}, l)}});
-  all_reduce(l, hidden);
+  o_proj(l, out, hidden, heads * mla.v_head_dim);
 }
 
 void ProgramBuilder::mlp_block(int l, int hidden) {
@@ -298,13 +338,17 @@ void ProgramBuilder::mlp_block(int l, int hidden) {
   const int x = tensor(pre + "mlp_in", h, l);
   op(l, ops::RmsNorm{hidden, x, weight(pre + "post_attention_layernorm", {h}, l)});
   const int gate_up = tensor(pre + "gate_up", 2 * inter, l);
-  op(l, ops::GateUpProj{{x,
-                         gate_up,
-                         {weight(pre + "mlp.gate_proj", {inter, h}, l),
-                          weight(pre + "mlp.up_proj", {inter, h}, l)}}});
+  const std::vector<int> gate_up_weights = {linear_weight(pre + "mlp.gate_proj", {inter, h}, l),
+                                            linear_weight(pre + "mlp.up_proj", {inter, h}, l)};
+  int gate_up_in = x;
+  const ops::Fp8Scales gate_up_scales = fp8_scales(l, gate_up_in, h, gate_up_weights);
+  op(l, ops::GateUpProj{{gate_up_in, gate_up, gate_up_weights, gate_up_scales}});
   const int act = tensor(pre + "mlp_act", inter, l);
   op(l, ops::SiluAndMul{gate_up, act});
-  op(l, ops::DownProjResidual{{act, hidden, weight(pre + "mlp.down_proj", {h, inter}, l)}});
+  const int down = linear_weight(pre + "mlp.down_proj", {h, inter}, l);
+  int down_in = act;
+  const ops::Fp8Scales down_scales = fp8_scales(l, down_in, inter, {down});
+  op(l, ops::DownProjResidual{{down_in, hidden, down, down_scales}});
   all_reduce(l, hidden);
 }
 

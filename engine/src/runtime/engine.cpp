@@ -152,7 +152,11 @@ Engine::Engine(EngineSpec spec, EngineOptions options) {
   s.sampled = s.program.tensor_index("sampled_token_ids");
 
   if (checkpoint) {
-    upload_weights(*checkpoint, checkpoint_tensors, s.views.weights, shards,
+    std::vector<int> scale_view(s.program.weights.size(), -1);
+    for (std::size_t w = 0; w < s.program.weights.size(); ++w) {
+      if (s.program.weights[w].scales_of >= 0) scale_view[s.program.weights[w].scales_of] = int(w);
+    }
+    upload_weights(*checkpoint, checkpoint_tensors, s.views.weights, shards, scale_view,
                    s.options.weight_staging_bytes, stream, s.options.weight_progress);
     checkpoint.reset();  // unmaps the files
   } else {

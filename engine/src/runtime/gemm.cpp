@@ -33,6 +33,26 @@ void check_matrix(const TensorView& t, const char* what) {
       t.defined() ? t.describe() : std::string("nothing"));
 }
 
+/// cuBLASLt's descriptors, destroyed with the scope.
+struct LtMatmul {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~LtMatmul() {
+    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
+    for (cublasLtMatrixLayout_t l : {a, b, d}) {
+      if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
+    }
+    if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+template <typename T>
+void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
+                   const T& value) {
+  FF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value));
+}
+
 }  // namespace
 
 Gemm::Gemm(const TensorView& workspace) : workspace_(workspace) {
@@ -40,6 +60,7 @@ Gemm::Gemm(const TensorView& workspace) : workspace_(workspace) {
   try {
     // Deterministic results: the same step gives the same bits in a graph and eagerly.
     FF_CUBLAS_CHECK(cublasSetAtomicsMode(handle_, CUBLAS_ATOMICS_NOT_ALLOWED));
+    FF_CUBLAS_CHECK(cublasLtCreate(&lt_));
   } catch (...) {
     cublasDestroy(handle_);
     throw;
@@ -47,6 +68,7 @@ Gemm::Gemm(const TensorView& workspace) : workspace_(workspace) {
 }
 
 Gemm::~Gemm() {
+  if (lt_ != nullptr) cublasLtDestroy(lt_);
   if (handle_ != nullptr) cublasDestroy(handle_);
 }
 
@@ -81,6 +103,60 @@ void Gemm::linear(const TensorView& x, const TensorView& weight, const TensorVie
       weight.data(), cuda_type(weight.dtype()), static_cast<int>(k), x.data(), cuda_type(x.dtype()),
       static_cast<int>(x.stride(0)), &beta, y.data(), cuda_type(y.dtype()),
       static_cast<int>(y.stride(0)), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void Gemm::linear_fp8(const TensorView& x, const float* x_scale, const TensorView& weight,
+                      const float* weight_scale, const TensorView& y, int rows, float beta,
+                      cudaStream_t stream) {
+  check_matrix(x, "x");
+  check_matrix(weight, "weight");
+  check_matrix(y, "y");
+  const std::int64_t n = weight.size(0), k = weight.size(1);
+  FF_CHECK(weight.is_contiguous() && x.size(1) == k && y.size(1) == n && rows >= 0 &&
+               rows <= x.size(0) && rows <= y.size(0) && x.dtype() == DType::kFp8E4M3 &&
+               weight.dtype() == DType::kFp8E4M3 && k % 16 == 0 && x.stride(0) % 16 == 0 &&
+               x_scale != nullptr && weight_scale != nullptr,
+           ErrorCode::kInvalidArgument, "linear_fp8: x ", x.describe(), " · weightᵀ ",
+           weight.describe(), " → y ", y.describe(), " over ", rows,
+           " rows does not fit (fp8 operands, K and x's row stride multiples of 16, both scales)");
+  if (rows == 0) return;
+  // As in linear(): column-major yᵀ [n, rows] = weight (col-major [k, n], transposed) · xᵀ
+  // (col-major [k, rows]), the "TN" layout cuBLASLt's fp8 GEMMs take. A's outer-vector scale
+  // has one value per row of yᵀ (the weight's channels), B's one per column (the tokens).
+  LtMatmul m;
+  FF_CUBLAS_CHECK(cublasLtMatmulDescCreate(&m.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F);
+  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F);
+  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, weight_scale);
+  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale);
+  FF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&m.a, CUDA_R_8F_E4M3, static_cast<std::uint64_t>(k),
+                                             static_cast<std::uint64_t>(n), k));
+  FF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&m.b, CUDA_R_8F_E4M3, static_cast<std::uint64_t>(k),
+                                             static_cast<std::uint64_t>(rows), x.stride(0)));
+  FF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&m.d, cuda_type(y.dtype()),
+                                             static_cast<std::uint64_t>(n),
+                                             static_cast<std::uint64_t>(rows), y.stride(0)));
+  const auto workspace_bytes =
+      workspace_.defined() ? static_cast<std::size_t>(workspace_.span_bytes()) : std::size_t{0};
+  FF_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&m.preference));
+  FF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(m.preference,
+                                                       CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                       &workspace_bytes, sizeof workspace_bytes));
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  FF_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, m.desc, m.a, m.b, m.d, m.d, m.preference, 1,
+                                                 &heuristic, &found));
+  FF_CHECK(found > 0, ErrorCode::kUnsupported, "linear_fp8: cuBLASLt has no fp8 GEMM for ", n,
+           " x ", k, " weights over ", rows, " rows into ", name_of(y.dtype()));
+  const float alpha = 1.0f;
+  FF_CUBLAS_CHECK(cublasLtMatmul(lt_, m.desc, &alpha, weight.data(), m.a, x.data(), m.b, &beta,
+                                 y.data(), m.d, y.data(), m.d, &heuristic.algo,
+                                 workspace_.defined() ? workspace_.data() : nullptr,
+                                 workspace_bytes, stream));
 }
 
 }  // namespace freezeframe

@@ -442,8 +442,9 @@ void fill_uniform_block(const TensorView& t, std::uint64_t seed, float lo, float
   constexpr const char* fn = "fill_uniform";
   FF_CHECK(t.defined() && t.is_cuda(), E::kInvalidArgument, fn, ": needs a device tensor, got ",
            describe(t));
-  FF_CHECK(t.dtype() == DType::kBF16 || t.dtype() == DType::kF16 || t.dtype() == DType::kF32,
-           E::kInvalidArgument, fn, ": t must be bf16, f16 or f32, got ", t.describe());
+  FF_CHECK(t.dtype() == DType::kBF16 || t.dtype() == DType::kF16 || t.dtype() == DType::kF32 ||
+               t.dtype() == DType::kFp8E4M3,
+           E::kInvalidArgument, fn, ": t must be bf16, f16, f32 or fp8_e4m3, got ", t.describe());
   FF_CHECK(t.is_contiguous(), E::kInvalidArgument, fn, ": t ", t.describe(), " must be contiguous");
   FF_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo <= hi && std::isfinite(hi - lo),
            E::kInvalidArgument, fn, ": needs finite lo ≤ hi, got [", lo, ", ", hi, ")");
@@ -467,6 +468,7 @@ void fill_uniform_block(const TensorView& t, std::uint64_t seed, float lo, float
   switch (t.dtype()) {
     case DType::kF32: return launch_fill<float>(p, stream);
     case DType::kBF16: return launch_fill<__nv_bfloat16>(p, stream);
+    case DType::kFp8E4M3: return launch_fill<__nv_fp8_e4m3>(p, stream);
     default: return launch_fill<__half>(p, stream);
   }
 }

@@ -47,12 +47,20 @@ void rope_neox(const TensorView& qkv, const std::int64_t* positions, int rows, i
 /// 2·I], out [≥ rows, I]; silu(x) = x / (1 + e^−x).
 void silu_and_mul(const TensorView& gate_up, const TensorView& out, int rows, cudaStream_t stream);
 
+/// The per-token fp8 quantisation of a W8A8 projection's input, for r < rows: scale[r] =
+/// max|in[r, :]| / 448 (1 for a row of zeros) and out[r, :] = in[r, :] · 448 / max|in[r, :]|
+/// rounded to e4m3 (nearest even, saturating). in [≥ rows, width] of the model dtype or f32
+/// (its row stride may exceed width); out [≥ rows, width] fp8_e4m3 with unit column stride;
+/// scale: device f32 [≥ rows].
+void quantize_rows_fp8(const TensorView& in, const TensorView& out, float* scale, int rows,
+                       cudaStream_t stream);
+
 /// y[r, :] += bias for r < rows, rounded once per element. y [≥ rows, width] (its row stride
 /// may exceed width: a column slice of a wider tensor); bias [width], contiguous, of y's dtype.
 void add_bias(const TensorView& y, const TensorView& bias, int rows, cudaStream_t stream);
 
-/// Deterministic pseudo-random fill of a contiguous tensor (bf16, f16 or f32): element i gets
-/// lo + (hi − lo)·u(seed, i), u a counter-based hash in [0, 1). The same (seed, i) gives the
+/// Deterministic pseudo-random fill of a contiguous tensor (bf16, f16, f32 or fp8_e4m3): element i
+/// gets lo + (hi − lo)·u(seed, i), u a counter-based hash in [0, 1). The same (seed, i) gives the
 /// same value on every run and device.
 void fill_uniform(const TensorView& t, std::uint64_t seed, float lo, float hi, cudaStream_t stream);
 

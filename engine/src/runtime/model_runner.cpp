@@ -172,20 +172,34 @@ void ModelRunner::set_kv_cache_scales(std::span<const KvCacheScales> scales) {
 }
 
 void ModelRunner::init_weights(std::uint64_t seed, cudaStream_t stream) {
+  // Matrices: uniform(±1/√fan_in) keeps activations O(1) through the layers (PyTorch's Linear
+  // default).
+  auto matrix_bound = [&](const ProgramWeight& weight, const WeightShard& part) {
+    const std::int64_t fan_in = part.axis == 1 ? part.whole : weight.shape.back();
+    return 1.0f / std::sqrt(static_cast<float>(fan_in));
+  };
+  constexpr float kE4m3Max = 448.0f;
   for (std::size_t w = 0; w < program_.weights.size(); ++w) {
     const ProgramWeight& weight = program_.weights[w];
     const TensorView& view = views_.weights[w];
     if (!view.defined()) continue;
-    // Matrices: uniform(±1/√fan_in) keeps activations O(1) through the layers (PyTorch's
-    // Linear default); vectors are norm scales near 1. The embedding is a matrix too, so the
-    // residual stream starts near ±1/√hidden and the norms rescale it.
-    // A rank fills its block of the whole weight with the whole weight's values.
+    if (weight.scales_of >= 0) {
+      // An fp8 matrix holds uniform values in ±448; its scales make them ±1/√fan_in.
+      const ProgramWeight& m = program_.weights[weight.scales_of];
+      const float scale = matrix_bound(m, weight_shard(spec_, m.name, tp_rank_)) / kE4m3Max;
+      model_kernels::fill_uniform(view, seed + w, scale, scale, stream);
+      continue;
+    }
+    // Vectors are norm scales near 1. The embedding is a matrix too, so the residual stream
+    // starts near ±1/√hidden and the norms rescale it. A rank fills its block of the whole
+    // weight with the whole weight's values.
     const bool matrix = weight.shape.size() == 2;
     const bool bias = weight.name.ends_with(".bias");
     const WeightShard part = weight_shard(spec_, weight.name, tp_rank_);
     const std::int64_t cols = weight.shape.back();
-    const std::int64_t fan_in = matrix ? (part.axis == 1 ? part.whole : cols) : 1;
-    const float bound = matrix ? 1.0f / std::sqrt(static_cast<float>(fan_in)) : 0.0f;
+    const float bound = !matrix                           ? 0.0f
+                        : weight.dtype == DType::kFp8E4M3 ? kE4m3Max
+                                                          : matrix_bound(weight, part);
     // Biases start at zero: a random model with them computes what it did without.
     const float lo = matrix ? -bound : (bias ? 0.0f : 0.8f);
     const float hi = matrix ? bound : (bias ? 0.0f : 1.2f);
@@ -203,31 +217,42 @@ TensorView ModelRunner::rows_of(int tensor, int rows) const {
   return views_.tensors[tensor].narrow(0, 0, rows);
 }
 
-void ModelRunner::linear(const TensorView& x, std::span<const int> weights, const TensorView& y,
-                         int rows, float beta, cudaStream_t stream) {
-  // Weights packed back to back form one [Σ N, K] matrix: one GEMM instead of several.
-  bool adjacent = true;
-  std::int64_t n_total = 0;
-  for (std::size_t i = 0; i < weights.size(); ++i) {
-    const TensorView& w = views_.weights[weights[i]];
-    if (i > 0) {
-      const TensorView& prev = views_.weights[weights[i - 1]];
-      adjacent = adjacent && static_cast<const std::byte*>(prev.data()) + prev.span_bytes() ==
-                                 static_cast<const std::byte*>(w.data());
+bool ModelRunner::back_to_back(std::span<const int> weights) const {
+  for (std::size_t i = 1; i < weights.size(); ++i) {
+    const TensorView& prev = views_.weights[weights[i - 1]];
+    if (static_cast<const std::byte*>(prev.data()) + prev.span_bytes() !=
+        static_cast<const std::byte*>(views_.weights[weights[i]].data())) {
+      return false;
     }
-    n_total += w.size(0);
   }
-  const TensorView& first = views_.weights[weights[0]];
-  if (adjacent) {
+  return true;
+}
+
+void ModelRunner::linear(const TensorView& x, std::span<const int> weights, const TensorView& y,
+                         int rows, float beta, const ops::Fp8Scales& fp8, cudaStream_t stream) {
+  const float* x_scale =
+      fp8.defined() ? views_.tensors[fp8.in_scale].data_as<const float>() : nullptr;
+  auto gemm = [&](const TensorView& weight, int first, const TensorView& out) {
+    if (x_scale == nullptr) return gemm_->linear(x, weight, out, rows, beta, stream);
+    const float* weight_scale = views_.weights[fp8.weight_scales[first]].data_as<const float>();
+    gemm_->linear_fp8(x, x_scale, weight, weight_scale, out, rows, beta, stream);
+  };
+  // Weights packed back to back form one [Σ N, K] matrix: one GEMM instead of several (fp8
+  // ones when their scales lie back to back too).
+  const bool fused =
+      back_to_back(weights) && (x_scale == nullptr || back_to_back(fp8.weight_scales));
+  if (fused) {
+    std::int64_t n_total = 0;
+    for (const int w : weights) n_total += views_.weights[w].size(0);
+    const TensorView& first = views_.weights[weights[0]];
     const std::int64_t shape[] = {n_total, first.size(1)};
-    const TensorView fused(first.data(), first.dtype(), shape, first.device());
-    gemm_->linear(x, fused, y, rows, beta, stream);
+    gemm(TensorView(first.data(), first.dtype(), shape, first.device()), 0, y);
     return;
   }
   std::int64_t column = 0;
-  for (const int w : weights) {
-    const TensorView& weight = views_.weights[w];
-    gemm_->linear(x, weight, y.narrow(1, column, weight.size(0)), rows, beta, stream);
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    const TensorView& weight = views_.weights[weights[i]];
+    gemm(weight, static_cast<int>(i), y.narrow(1, column, weight.size(0)));
     column += weight.size(0);
   }
 }
@@ -275,6 +300,12 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
     case OpKind::kRmsNorm: {
       const auto& n = op.as<ops::RmsNorm>();
       model_kernels::rms_norm(tensor(n.in), weight(n.weight), eps, tensor(n.out), rows, stream);
+      return;
+    }
+    case OpKind::kQuantizeRows: {
+      const auto& q = op.as<ops::QuantizeRows>();
+      model_kernels::quantize_rows_fp8(tensor(q.in), tensor(q.out),
+                                       views_.tensors[q.scale].data_as<float>(), rows, stream);
       return;
     }
     case OpKind::kQkvProj: return project(op.as<ops::QkvProj>(), rows, stream);
@@ -332,7 +363,7 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
       // q_a = x · W_q_aᵀ, then its layernorm (in place).
       const auto& q = op.as<ops::MlaQProj>();
       const int gemm_weights[] = {q.q_a_proj};
-      linear(tensor(q.x), gemm_weights, tensor(q.q_a), rows, 0.0f, stream);
+      linear(tensor(q.x), gemm_weights, tensor(q.q_a), rows, 0.0f, {}, stream);
       model_kernels::rms_norm(tensor(q.q_a), weight(q.q_a_norm), eps, tensor(q.q_a), rows, stream);
       return;
     }
@@ -356,7 +387,7 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
       const auto& h = op.as<ops::LmHead>();
       const int gemm_weights[] = {h.weight};
       linear(rows_of(h.normed, shape.reqs), gemm_weights, rows_of(h.logits, shape.reqs), shape.reqs,
-             0.0f, stream);
+             0.0f, {}, stream);
       return;
     }
     case OpKind::kSample: {
@@ -384,7 +415,7 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
 }
 
 void ModelRunner::project(const ops::Projection& p, int rows, cudaStream_t stream) {
-  linear(rows_of(p.in, rows), p.weights, rows_of(p.out, rows), rows, 0.0f, stream);
+  linear(rows_of(p.in, rows), p.weights, rows_of(p.out, rows), rows, 0.0f, p.fp8, stream);
 }
 
 void ModelRunner::add_projection(const ops::ResidualProjection& p, int rows, cudaStream_t stream) {
@@ -392,7 +423,7 @@ void ModelRunner::add_projection(const ops::ResidualProjection& p, int rows, cud
   // each writes its partial sum, rank 0 with the residual, and all_reduce adds them.
   const int gemm_weights[] = {p.weight};
   linear(rows_of(p.in, rows), gemm_weights, rows_of(p.hidden, rows), rows,
-         tp_rank_ == 0 ? 1.0f : 0.0f, stream);
+         tp_rank_ == 0 ? 1.0f : 0.0f, p.fp8, stream);
 }
 
 void ModelRunner::attention(const ProgramOp& op, const RunShape& shape, const AttentionMetadata& md,

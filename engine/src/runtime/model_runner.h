@@ -115,9 +115,12 @@ class ModelRunner {
   /// hidden += in · Wᵀ.
   void add_projection(const ops::ResidualProjection& p, int rows, cudaStream_t stream);
   /// x · Wᵀ for the weights `weights` (stacked along the output dimension, fused into one GEMM
-  /// when they lie back to back) into `y`; beta 1 adds to y.
+  /// when they lie back to back) into `y`; beta 1 adds to y. With `fp8` scales, x and the
+  /// weights are fp8 and the GEMMs scale by them (W8A8).
   void linear(const TensorView& x, std::span<const int> weights, const TensorView& y, int rows,
-              float beta, cudaStream_t stream);
+              float beta, const ops::Fp8Scales& fp8, cudaStream_t stream);
+  /// Whether the weights lie back to back in the weights region, in this order.
+  [[nodiscard]] bool back_to_back(std::span<const int> weights) const;
   [[nodiscard]] TensorView rows_of(int tensor, int rows) const;
 
   const EngineSpec& spec_;

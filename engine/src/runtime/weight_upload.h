@@ -23,9 +23,13 @@ namespace freezeframe {
 /// view holds the tensor-parallel rank's part: a range of rows (rows past the tensor's end, the
 /// vocabulary's padding, are zero), or of each row's columns. `progress(done, total)` hears
 /// the bytes enqueued after each chunk. Returns once the copies are done.
+/// An fp8 view (model.quantization fp8) is filled with its part's rows quantised, each by its
+/// own scale (max|row| / 448, 1 for a row of zeros), and those scales go into
+/// views[scale_view[i]]; a weight whose tensor is null is such scales, written that way.
+/// `scale_view` (one per view, −1 for none) may be empty when no view is fp8.
 void upload_weights(const WeightSource& source, std::span<const WeightTensor* const> tensors,
                     std::span<const TensorView> views, std::span<const WeightShard> shards,
-                    std::size_t staging_bytes, cudaStream_t stream,
+                    std::span<const int> scale_view, std::size_t staging_bytes, cudaStream_t stream,
                     const std::function<void(std::int64_t done, std::int64_t total)>& progress);
 
 }  // namespace freezeframe

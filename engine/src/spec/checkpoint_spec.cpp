@@ -53,7 +53,11 @@ std::string checkpoint_spec_text(const std::string& checkpoint,
       options.backend.empty() ? default_backend(path.string()) : options.backend;
   std::string text =
       "model:\n  checkpoint: " + yaml_quoted(path.lexically_normal().string()) +
-      "\n  builtin_weights: false\n  attention:\n    backend: " + yaml_quoted(backend) +
+      "\n  builtin_weights: false\n" +
+      (options.quantization.empty()
+           ? std::string()
+           : "  quantization: " + yaml_quoted(options.quantization) + "\n") +
+      "  attention:\n    backend: " + yaml_quoted(backend) +
       "\ncache:\n  memory_budget: " + yaml_quoted(options.memory_budget) +
       "\nscheduler:\n  max_num_seqs: " + std::to_string(options.max_num_seqs) +
       "\n  max_num_batched_tokens: " + std::to_string(options.max_num_batched_tokens) + "\n";

@@ -17,6 +17,7 @@ const std::vector<std::string> kMlpKinds = {"gated_silu", "none"};
 const std::vector<std::string> kModelDTypes = {"bf16",     "f16",     "f32",
                                                "bfloat16", "float16", "float32"};
 const std::vector<std::string> kResidualDTypes = {"auto", "f32", "float32"};
+const std::vector<std::string> kQuantizations = {"none", "fp8"};
 
 MlpKind parse_mlp(const std::string& s) {
   return s == "none" ? MlpKind::kNone : MlpKind::kGatedSilu;
@@ -50,6 +51,7 @@ void SpecParser::parse_model(const YAML::Node& m) {
                  "rms_norm_eps",
                  "max_position_embeddings",
                  "builtin_weights",
+                 "quantization",
                  "mlp",
                  "attention",
                  "mla",
@@ -127,6 +129,9 @@ void SpecParser::parse_model(const YAML::Node& m) {
   }
   if (auto v = r_.read_choice(m, "residual_dtype", "model", kResidualDTypes)) {
     if (*v != "auto") model.residual = DType::kF32;
+  }
+  if (auto v = r_.read_choice(m, "quantization", "model", kQuantizations)) {
+    model.fp8_linear = *v == "fp8";
   }
   // Numbers kept as floats are compared as the spec keeps them.
   auto number = [&](std::string_view key, double max, float& out) {

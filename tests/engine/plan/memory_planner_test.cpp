@@ -73,6 +73,83 @@ TEST(ModelProgram, ResidualStreamInF32) {
   }
 }
 
+// model.quantization: fp8 holds the projections in fp8 with f32 scales per output channel,
+// and quantises each projection's input per token first; the rest stays bf16.
+TEST(ModelProgram, Fp8ProjectionsHalveTheirWeightsAndQuantiseTheirInputs) {
+  EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
+  spec.model.fp8_linear = true;
+  const ModelProgram program = build_model_program(spec);
+  // Per layer: the projections' 218,103,808 values at a byte each, their 4096 + 1024 + 1024 +
+  // 4096 + 14336 · 2 + 4096 channel scales at four bytes, the two norms in bf16.
+  const std::int64_t per_layer =
+      218'103'808 + 4 * std::int64_t(4096 + 2 * 1024 + 4096 + 2 * 14336 + 4096) + 2 * 2 * 4096;
+  EXPECT_EQ(program.weight_bytes(), 32 * per_layer + 2 * (2 * std::int64_t(128256) * 4096 + 4096));
+  // Four quantise ops more per layer, each right before the projection that reads its output.
+  EXPECT_EQ(program.ops.size(), 1u + 32u * 14u + 3u);
+  int quantize = 0;
+  for (std::size_t i = 0; i < program.ops.size(); ++i) {
+    const ProgramOp& op = program.ops[i];
+    if (op.kind() != OpKind::kQuantizeRows) continue;
+    ++quantize;
+    const auto& q = op.as<ops::QuantizeRows>();
+    EXPECT_EQ(program.tensors[q.out].dtype, DType::kFp8E4M3);
+    EXPECT_EQ(program.tensors[q.scale].dtype, DType::kF32);
+    EXPECT_EQ(program.tensors[q.scale].width, 1);
+    ASSERT_LT(i + 1, program.ops.size());
+    const ProgramOp& next = program.ops[i + 1];
+    EXPECT_EQ(next.reads.front(), q.out) << to_string(next.kind()) << " reads the fp8 copy";
+    EXPECT_NE(std::find(next.reads.begin(), next.reads.end(), q.scale), next.reads.end());
+  }
+  EXPECT_EQ(quantize, 4 * 32);
+  // Each fp8 weight has its scales, right after the weights of its GEMM, in their order.
+  for (const ProgramWeight& w : program.weights) {
+    if (w.scales_of < 0) continue;
+    const ProgramWeight& m = program.weights[w.scales_of];
+    EXPECT_EQ(m.dtype, DType::kFp8E4M3) << m.name;
+    EXPECT_EQ(w.name, m.name + ".weight_scale");
+    EXPECT_EQ(w.dtype, DType::kF32);
+    EXPECT_EQ(w.shape, std::vector<std::int64_t>{m.shape[0]});
+  }
+  const auto& qkv = program.ops[3].as<ops::QkvProj>();
+  ASSERT_EQ(qkv.fp8.weight_scales.size(), 3u);
+  EXPECT_EQ(qkv.fp8.weight_scales[1], qkv.fp8.weight_scales[0] + 1);
+  EXPECT_EQ(program.weights[qkv.weights[0]].name, "layers.0.self_attn.q_proj");
+  for (const ProgramWeight& w : program.weights) {
+    if (w.name == "embed_tokens" || w.name == "lm_head" || w.name.ends_with("layernorm")) {
+      EXPECT_EQ(w.dtype, DType::kBF16) << w.name;
+    }
+  }
+}
+
+TEST(ModelProgram, Fp8ProjectionsNeedInputsOfWholeSixteenByteRows) {
+  EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
+  spec.model.fp8_linear = true;
+  spec.model.hidden_size = 4104;  // 8 more than a multiple of 16
+  try {
+    (void)build_model_program(spec);
+    ADD_FAILURE() << "built";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("model.quantization: fp8"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("layers.0.attn_in is 4104"), std::string::npos) << e.message();
+  }
+}
+
+// What fp8 projections buy Llama-3.1-8B on one 141 GiB GPU: the weights' bytes saved go to the
+// KV cache.
+TEST(MemoryPlanner, Fp8ProjectionsGiveTheirBytesToTheKvCache) {
+  EngineSpec spec = load_spec(kConfigs + "llama-3.1-8b.yaml");
+  const MemoryPlan bf16 = plan_memory(spec, 141 * GiB);
+  spec.model.fp8_linear = true;
+  const MemoryPlan fp8 = plan_memory(spec, 141 * GiB);
+  const std::int64_t saved = bf16.region("weights").bytes - fp8.region("weights").bytes;
+  EXPECT_GT(saved, std::int64_t(6) * GiB);
+  EXPECT_GT(fp8.kv_cache.num_blocks, bf16.kv_cache.num_blocks);
+  // Each 2 MiB block of the cache (32 layers · 16 tokens · 2 · 8 heads · 128 · 2 bytes) that
+  // the weights no longer take, less what the quantised activations add.
+  EXPECT_NEAR(double(fp8.kv_cache.num_blocks - bf16.kv_cache.num_blocks),
+              double(saved) / double(2 * 1024 * 1024), 400.0);
+}
+
 TEST(ModelProgram, MlaLayersUseTheirOwnProjections) {
   const EngineSpec spec = load_spec(kConfigs + "deepseek-v2-lite.yaml");
   const ModelProgram program = build_model_program(spec);

@@ -11,10 +11,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,7 +27,9 @@
 #include "freezeframe/engine/model/checkpoint_weights.h"
 #include "freezeframe/engine/model/model_program.h"
 #include "freezeframe/engine/runtime/engine.h"
+#include "runtime/fp8_rows.h"
 #include "support/gpu.h"
+#include "support/random.h"
 #include "support/scratch_files.h"
 #include "support/weight_fixtures.h"
 
@@ -176,6 +180,84 @@ TEST(EngineWeights, AnFp8CacheWritesWithTheCheckpointsKvScales) {
   }
   EXPECT_GT(written, 100u) << "the step wrote the cache";
   EXPECT_GT(differ, written / 2) << "the checkpoint's scales changed how the cache is written";
+}
+
+/// The logits of one step of two prefills over `engine`.
+std::vector<double> logits_of_a_step(Engine& engine, int vocab) {
+  std::mt19937 rng(9);
+  const testing::TestBatch batch({{9, 9}, {5, 5}}, engine.limits().block_size,
+                                 engine.limits().num_blocks, rng, vocab);
+  const StepResult result = engine.step(batch.batch());
+  engine.synchronize();
+  std::vector<float> logits(static_cast<std::size_t>(result.logits.numel()));
+  EXPECT_EQ(cudaMemcpy(logits.data(), result.logits.data(), logits.size() * sizeof(float),
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  return {logits.begin(), logits.end()};
+}
+
+TEST(EngineWeights, Fp8ProjectionsHoldTheCheckpointQuantisedPerChannel) {
+  FF_REQUIRE_GPU();
+  const EngineSpec spec = weights_spec("llama", "  quantization: fp8\n");
+  Progress progress;
+  Engine engine(spec, small_staging(progress));
+  const auto source = WeightSource::open(*spec.model.checkpoint);
+  const ModelProgram program = build_model_program(spec);
+  const std::vector<const WeightTensor*> tensors = match_weights(*source, program);
+  int checked = 0;
+  for (std::size_t w = 0; w < program.weights.size(); ++w) {
+    if (program.weights[w].dtype != DType::kFp8E4M3) continue;
+    const WeightTensor& t = *tensors[w];
+    SCOPED_TRACE(t.name);
+    std::vector<float> values(static_cast<std::size_t>(t.rows() * t.row_elements()));
+    source->read_rows(t, 0, t.rows(), DType::kF32, std::as_writable_bytes(std::span(values)));
+    std::vector<std::byte> want(values.size());
+    std::vector<float> want_scales(static_cast<std::size_t>(t.rows()));
+    quantize_rows_to_fp8(values.data(), t.rows(), t.row_elements(), want.data(),
+                         want_scales.data());
+    std::vector<std::byte> got(want.size());
+    const TensorView device = engine.weight(program.weights[w].name);
+    ASSERT_EQ(cudaMemcpy(got.data(), device.data(), got.size(), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(got, want);
+    std::vector<float> got_scales(want_scales.size());
+    const TensorView scales = engine.weight(program.weights[w].name + ".weight_scale");
+    ASSERT_EQ(cudaMemcpy(got_scales.data(), scales.data(), got_scales.size() * sizeof(float),
+                         cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(got_scales, want_scales);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 7);
+  EXPECT_EQ(progress.done.back(), progress.total);
+
+  // Its logits against the same checkpoint's in bf16: W8A8 rounds each projection's operands
+  // to e4m3's 3 mantissa bits.
+  EngineOptions options;
+  options.capture_graphs = false;
+  Engine bf16(weights_spec("llama"), options);
+  const std::vector<double> fp8_logits = logits_of_a_step(engine, spec.model.vocab_size);
+  const std::vector<double> bf16_logits = logits_of_a_step(bf16, spec.model.vocab_size);
+  const double error = testing::relative_l2(fp8_logits, bf16_logits);
+  std::printf("fp8 projections against bf16: logits relative L2 %.4f\n", error);
+  EXPECT_LT(error, 0.1);
+}
+
+TEST(EngineWeights, Fp8ProjectionsReplayAsTheyRunEagerly) {
+  FF_REQUIRE_GPU();
+  // Random weights drawn in fp8; graphs (full and piecewise) against eager steps.
+  const EngineSpec spec = parse_spec(
+      testing::tiny_spec("paged", "  mode: full_and_piecewise\n", "  quantization: fp8\n"),
+      "inline.yaml");
+  ASSERT_TRUE(spec.model.fp8_linear);
+  EngineOptions eager_options;
+  eager_options.capture_graphs = false;
+  Engine eager(spec, eager_options);
+  Engine graphs(spec, EngineOptions{});
+  const std::vector<double> a = logits_of_a_step(eager, spec.model.vocab_size);
+  const std::vector<double> b = logits_of_a_step(graphs, spec.model.vocab_size);
+  for (const double v : a) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_EQ(a, b) << "the graphs' logits differ from the eager step's";
 }
 
 /// The engine's refusal of `spec`, after checking that nothing was allocated on the device.

@@ -70,6 +70,15 @@ TEST(Spec, ResidualStreamInF32) {
   EXPECT_EQ(spec.model.residual_dtype(), DType::kF32);
 }
 
+TEST(Spec, QuantizationFp8IsTheProjectionsOnly) {
+  EXPECT_FALSE(parse_spec(kTiny).model.fp8_linear);
+  std::string text = kTiny;
+  text.insert(std::string("model:\n").size(), "  quantization: fp8\n");
+  const EngineSpec spec = parse_spec(text);
+  EXPECT_TRUE(spec.model.fp8_linear);
+  EXPECT_EQ(spec.model.dtype, DType::kBF16) << "the rest of the model keeps its dtype";
+}
+
 TEST(Spec, EveryShippedConfigLoads) {
   for (const char* name : {"llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.1", "deepseek-v2-lite"}) {
     EXPECT_NO_THROW((void)load_spec(kConfigs + name + ".yaml")) << name;

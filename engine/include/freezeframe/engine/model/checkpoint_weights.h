@@ -22,6 +22,7 @@ namespace freezeframe {
 /// kInvalidArgument listing every problem (file, tensor, what the program expects) otherwise,
 /// so nothing is uploaded from a checkpoint that cannot be read whole. With `shards` (one per
 /// weight: a tensor-parallel rank's program) each tensor must have the whole weight's shape.
+/// An fp8 weight's scales (ProgramWeight::scales_of) are computed at upload: null for them.
 [[nodiscard]] std::vector<const WeightTensor*> match_weights(
     const WeightSource& source, const ModelProgram& program,
     std::span<const WeightShard> shards = {});

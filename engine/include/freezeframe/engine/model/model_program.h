@@ -73,6 +73,9 @@ struct ProgramWeight {
   DType dtype = DType::kBF16;
   std::vector<std::int64_t> shape;
   int layer = -1;
+  /// ≥ 0: this is the per-output-channel scales (f32 [rows]) of that fp8 weight, computed
+  /// when the weight is quantised (a checkpoint is not asked for it).
+  int scales_of = -1;
 
   [[nodiscard]] std::int64_t bytes() const;
 };

@@ -13,6 +13,7 @@ namespace freezeframe {
 enum class OpKind {
   kEmbedding,         ///< hidden = embed_tokens[token_ids]
   kRmsNorm,           ///< out = rms_norm(in) · weight
+  kQuantizeRows,      ///< out = fp8(in / scale), scale = max|row| / 448 per row (W8A8 inputs)
   kQkvProj,           ///< qkv = x · W_qkvᵀ   [T, (H + 2·KV)·D]
   kQkvBias,           ///< qkv += (b_q, b_k, b_v), each row
   kRope,              ///< rotary embedding of q and k inside qkv, in place
@@ -62,11 +63,32 @@ struct RmsNorm {
   int in, out, weight;
   [[nodiscard]] OpAccess access() const { return {{in}, {out}, {weight}}; }
 };
+/// An fp8 copy of `in` and each row's scale, for the fp8 projection that reads it.
+struct QuantizeRows {
+  static constexpr OpKind kKind = OpKind::kQuantizeRows;
+  int in, out, scale;
+  [[nodiscard]] OpAccess access() const { return {{in}, {out, scale}, {}}; }
+};
+/// With fp8 projections (model.quantization: fp8), what scales an fp8 GEMM's operands: its
+/// input's per-row scales (a QuantizeRows op's) and each weight's per-output-channel scales.
+struct Fp8Scales {
+  int in_scale = -1;
+  std::vector<int> weight_scales;  ///< one per weight, in the weights' order
+  [[nodiscard]] bool defined() const { return in_scale >= 0; }
+};
 /// out = in · Wᵀ, the weights' rows stacked (q, k, v; gate, up) into one GEMM.
 struct Projection {
   int in, out;
   std::vector<int> weights;
-  [[nodiscard]] OpAccess access() const { return {{in}, {out}, weights}; }
+  Fp8Scales fp8 = {};
+  [[nodiscard]] OpAccess access() const {
+    OpAccess a{{in}, {out}, weights};
+    if (fp8.defined()) {
+      a.reads.push_back(fp8.in_scale);
+      a.weights.insert(a.weights.end(), fp8.weight_scales.begin(), fp8.weight_scales.end());
+    }
+    return a;
+  }
 };
 struct QkvProj : Projection {
   static constexpr OpKind kKind = OpKind::kQkvProj;
@@ -105,7 +127,15 @@ struct DcpAttention {
 /// hidden += in · Wᵀ (rank 0 adds the residual; the others their partial sums only).
 struct ResidualProjection {
   int in, hidden, weight;
-  [[nodiscard]] OpAccess access() const { return {{in, hidden}, {hidden}, {weight}}; }
+  Fp8Scales fp8 = {};
+  [[nodiscard]] OpAccess access() const {
+    OpAccess a{{in, hidden}, {hidden}, {weight}};
+    if (fp8.defined()) {
+      a.reads.push_back(fp8.in_scale);
+      a.weights.insert(a.weights.end(), fp8.weight_scales.begin(), fp8.weight_scales.end());
+    }
+    return a;
+  }
 };
 struct OProjResidual : ResidualProjection {
   static constexpr OpKind kKind = OpKind::kOProjResidual;
@@ -191,8 +221,8 @@ struct DcpMerge {
 }  // namespace ops
 
 using OpOperands =
-    std::variant<ops::Embedding, ops::RmsNorm, ops::QkvProj, ops::QkvBias, ops::Rope,
-                 ops::CacheWrite, ops::Attention, ops::OProjResidual, ops::GateUpProj,
+    std::variant<ops::Embedding, ops::RmsNorm, ops::QuantizeRows, ops::QkvProj, ops::QkvBias,
+                 ops::Rope, ops::CacheWrite, ops::Attention, ops::OProjResidual, ops::GateUpProj,
                  ops::SiluAndMul, ops::DownProjResidual, ops::MlaQProj, ops::MlaKvAProj,
                  ops::MlaKvANorm, ops::MlaAttention, ops::FinalNorm, ops::LmHead, ops::Sample,
                  ops::AllReduce, ops::GatherLogits, ops::DcpGatherQueries, ops::DcpAttention,

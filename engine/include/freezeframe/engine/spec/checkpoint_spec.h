@@ -22,6 +22,8 @@ struct CheckpointSpecOptions {
   std::string backend;
   /// cache.memory_budget: a fraction of the device's memory ("0.9") or a size ("8GiB").
   std::string memory_budget = "0.9";
+  /// model.quantization: "none" or "fp8" (W8A8 projections); empty: the spec's default.
+  std::string quantization;
 };
 
 /// The validated spec; throws as parse_spec does (a checkpoint that cannot be read or run is

@@ -73,6 +73,10 @@ struct ModelSpec {
   float rms_norm_eps = 1e-5f;
   std::int64_t max_position_embeddings = 0;
   bool builtin_weights = true;  ///< plan the weights of the built-in model
+  /// model.quantization: fp8 keeps the attention and MLP projections' weights in fp8 e4m3
+  /// with a scale per output channel, and quantises their inputs per token (W8A8); the
+  /// embedding, norms and LM head stay in `dtype`.
+  bool fp8_linear = false;
   /// model.checkpoint, read: the sizes above came from it, and it keeps what the model program
   /// will need beyond them (RoPE scaling, QKV bias) and where the weights are (its path,
   /// resolved against the spec's folder).

@@ -1,0 +1,173 @@
+// W8A8 projections (model.quantization fp8) on the GPU: quantize_rows_fp8 gives the bytes and
+// scales the host's quantize_rows_to_fp8 does (the weights' quantisation at load) for bf16 and
+// f32 inputs, strided rows and a row of zeros; Gemm::linear_fp8 matches the double-precision
+// product of the dequantised operands at Llama-3.1-8B's projection shapes, into bf16 and into
+// an f32 residual (beta 1), and its graph replay equals the eager GEMM bit for bit.
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "freezeframe/core/cuda_check.h"
+#include "freezeframe/core/cuda_handles.h"
+#include "freezeframe/core/element_value.h"
+#include "freezeframe/graphs/cuda_graph.h"
+#include "runtime/fp8_rows.h"
+#include "runtime/gemm.h"
+#include "runtime/model_kernels.h"
+#include "support/device_tensor.h"
+#include "support/gpu.h"
+#include "support/random.h"
+
+namespace freezeframe {
+namespace {
+
+using testing::download;
+using testing::fill_normal;
+using testing::to_doubles;
+using testing::upload;
+
+/// `values` [rows, cols] quantised on the host: fp8 bytes and a scale per row.
+struct Quantised {
+  HostTensor q;
+  std::vector<float> scales;
+};
+
+Quantised quantise(const std::vector<float>& values, std::int64_t rows, std::int64_t cols) {
+  Quantised out{HostTensor(DType::kFp8E4M3, {rows, cols}), std::vector<float>(rows)};
+  quantize_rows_to_fp8(values.data(), rows, cols, reinterpret_cast<std::byte*>(out.q.data()),
+                       out.scales.data());
+  return out;
+}
+
+std::vector<float> normal(std::mt19937& rng, std::int64_t n, float stddev) {
+  std::normal_distribution<float> d(0.0f, stddev);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+DeviceBuffer upload_floats(const std::vector<float>& v) {
+  DeviceBuffer b(v.size() * sizeof(float));
+  FF_CUDA_CHECK(cudaMemcpy(b.data(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return b;
+}
+
+std::vector<float> download_floats(const void* device, std::size_t n) {
+  std::vector<float> v(n);
+  FF_CUDA_CHECK(cudaMemcpy(v.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+TEST(Fp8Linear, QuantizeRowsGivesTheHostsBytesAndScales) {
+  FF_REQUIRE_GPU();
+  std::mt19937 rng(11);
+  for (const DType dtype : {DType::kBF16, DType::kF32}) {
+    SCOPED_TRACE(std::string(name_of(dtype)));
+    const std::int64_t rows = 37, width = 4096, stride = 4096 + 64;  // a column slice's rows
+    HostTensor in(dtype, {rows, stride});
+    fill_normal(in, rng, 3.0f);
+    for (std::int64_t c = 0; c < stride; ++c) in.set(5 * stride + c, 0.0f);  // a row of zeros
+    in.set(9 * stride + 17, 2000.0f);  // an outlier: its row's scale follows it
+    const testing::DeviceTensor device_in = upload(in);
+    const TensorView narrowed = device_in.view.narrow(1, 0, width);
+    HostTensor out(DType::kFp8E4M3, {rows, width});
+    out.fill_bytes(0x7F);  // NaN poison
+    testing::DeviceTensor device_out = upload(out);
+    DeviceBuffer scales(rows * sizeof(float));
+    FF_CUDA_CHECK(cudaMemset(scales.data(), 0xFF, rows * sizeof(float)));
+    model_kernels::quantize_rows_fp8(narrowed, device_out.view, static_cast<float*>(scales.data()),
+                                     static_cast<int>(rows), nullptr);
+    FF_CUDA_CHECK(cudaDeviceSynchronize());
+    download(device_out.view, out);
+    const std::vector<float> got_scales = download_floats(scales.data(), rows);
+
+    std::vector<float> values(rows * width);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < width; ++c) values[r * width + c] = in.get(r * stride + c);
+    }
+    const Quantised want = quantise(values, rows, width);
+    EXPECT_EQ(got_scales, want.scales);
+    EXPECT_EQ(got_scales[5], 1.0f) << "a row of zeros keeps a scale of 1";
+    EXPECT_EQ(got_scales[9], 2000.0f / 448.0f);
+    EXPECT_EQ(std::memcmp(out.data(), want.q.data(), out.bytes()), 0);
+  }
+}
+
+struct Case {
+  int n, k, rows;
+  DType out;
+  float beta;
+  const char* name;
+};
+
+TEST(Fp8Linear, MatchesTheDequantisedProductAndCapturesBitForBit) {
+  FF_REQUIRE_GPU();
+  const std::int64_t ws_bytes = std::int64_t(32) << 20;
+  DeviceBuffer workspace(static_cast<std::size_t>(ws_bytes));
+  const std::int64_t ws_shape[] = {ws_bytes};
+  Gemm gemm(TensorView(workspace.data(), DType::kU8, ws_shape, Device::cuda(0)));
+  std::mt19937 rng(13);
+  for (const Case c : {Case{4096, 4096, 1, DType::kBF16, 0.0f, "o_proj, one token"},
+                       Case{6144, 4096, 64, DType::kBF16, 0.0f, "qkv, 64 tokens"},
+                       Case{4096, 14336, 8, DType::kF32, 1.0f, "down_proj into an f32 residual"},
+                       Case{96, 64, 300, DType::kBF16, 1.0f, "small, into a bf16 residual"}}) {
+    SCOPED_TRACE(c.name);
+    const Quantised w = quantise(normal(rng, std::int64_t(c.n) * c.k, 0.02f), c.n, c.k);
+    const Quantised x = quantise(normal(rng, std::int64_t(c.rows) * c.k, 1.0f), c.rows, c.k);
+    const testing::DeviceTensor weight = upload(w.q), input = upload(x.q);
+    const DeviceBuffer w_scale = upload_floats(w.scales), x_scale = upload_floats(x.scales);
+    HostTensor y(c.out, {c.rows, c.n});
+    fill_normal(y, rng);
+    const std::vector<double> y0 = to_doubles(y);
+    testing::DeviceTensor out = upload(y);
+    const Stream stream = Stream::create();
+    gemm.linear_fp8(input.view, static_cast<const float*>(x_scale.data()), weight.view,
+                    static_cast<const float*>(w_scale.data()), out.view, c.rows, c.beta,
+                    stream.get());
+    stream.synchronize();
+    download(out.view, y);
+    const std::vector<double> yd = to_doubles(y);
+    // The dequantised operands in double, at 64 random columns of every row.
+    auto value = [](const Quantised& t, std::int64_t row, std::int64_t col, std::int64_t cols) {
+      return double(load_as_float(t.q.data() + row * cols + col, DType::kFp8E4M3)) *
+             t.scales[static_cast<std::size_t>(row)];
+    };
+    const double tolerance = c.out == DType::kF32 ? 1e-4 : 1e-2;
+    for (int s = 0; s < 64; ++s) {
+      const int col = static_cast<int>(rng() % c.n);
+      for (int r = 0; r < c.rows; ++r) {
+        double want = c.beta * y0[std::size_t(r) * c.n + col];
+        for (int i = 0; i < c.k; ++i) want += value(x, r, i, c.k) * value(w, col, i, c.k);
+        ASSERT_NEAR(yd[std::size_t(r) * c.n + col], want, tolerance * (1.0 + std::abs(want)))
+            << "row " << r << ", column " << col;
+      }
+    }
+    if (c.beta != 0.0f) continue;  // the replay check needs the output's start state
+    std::vector<std::uint8_t> eager(out.view.span_bytes());
+    FF_CUDA_CHECK(cudaMemcpy(eager.data(), out.view.data(), eager.size(), cudaMemcpyDeviceToHost));
+    const CudaGraph graph = capture_graph(stream.get(), [&] {
+      gemm.linear_fp8(input.view, static_cast<const float*>(x_scale.data()), weight.view,
+                      static_cast<const float*>(w_scale.data()), out.view, c.rows, 0.0f,
+                      stream.get());
+    });
+    EXPECT_EQ(allocation_nodes(graph).count, 0);
+    const GraphExec exec(graph);
+    FF_CUDA_CHECK(cudaMemsetAsync(out.view.data(), 0xFF, out.view.span_bytes(), stream.get()));
+    exec.launch(stream.get());
+    stream.synchronize();
+    std::vector<std::uint8_t> replayed(eager.size());
+    FF_CUDA_CHECK(
+        cudaMemcpy(replayed.data(), out.view.data(), replayed.size(), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(replayed, eager) << "the replay differs from the eager GEMM";
+  }
+}
+
+}  // namespace
+}  // namespace freezeframe
