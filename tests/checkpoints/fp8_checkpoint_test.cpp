@@ -87,9 +87,9 @@ TEST(Fp8Checkpoint, SchemesAreReadAsTheirConfigsState) {
   EXPECT_FALSE(config_of("llama").fp8.has_value());
 }
 
-class Fp8Weights : public ::testing::TestWithParam<const char*> {};
+class Fp8CheckpointWeights : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(Fp8Weights, ReadDequantisedBitForBitInAnyChunks) {
+TEST_P(Fp8CheckpointWeights, ReadDequantisedBitForBitInAnyChunks) {
   const CheckpointConfig config = config_of(GetParam());
   const auto source = WeightSource::open(config);
   const SafetensorsFile expected =
@@ -117,7 +117,7 @@ TEST_P(Fp8Weights, ReadDequantisedBitForBitInAnyChunks) {
   }
 }
 
-TEST_P(Fp8Weights, OtherTensorsAreTheUnquantisedCheckpoints) {
+TEST_P(Fp8CheckpointWeights, OtherTensorsAreTheUnquantisedCheckpoints) {
   const auto fp8 = WeightSource::open(config_of(GetParam()));
   const auto base = WeightSource::open(config_of("llama"));
   for (const char* name : {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
@@ -132,7 +132,7 @@ TEST_P(Fp8Weights, OtherTensorsAreTheUnquantisedCheckpoints) {
   }
 }
 
-TEST_P(Fp8Weights, MatchTheModelProgramAsTheUnquantisedCheckpointDoes) {
+TEST_P(Fp8CheckpointWeights, MatchTheModelProgramAsTheUnquantisedCheckpointDoes) {
   const CheckpointConfig config = config_of(GetParam());
   const auto source = WeightSource::open(config);
   const EngineSpec spec = testing::weights_spec(GetParam());
@@ -141,7 +141,7 @@ TEST_P(Fp8Weights, MatchTheModelProgramAsTheUnquantisedCheckpointDoes) {
   ASSERT_EQ(matched.size(), program.weights.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Schemes, Fp8Weights,
+INSTANTIATE_TEST_SUITE_P(Schemes, Fp8CheckpointWeights,
                          ::testing::Values("llama-fp8-channel", "llama-fp8-tensor",
                                            "llama-fp8-block"),
                          [](const auto& info) {
