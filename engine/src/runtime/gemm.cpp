@@ -1,6 +1,8 @@
 #include "runtime/gemm.h"
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
 #include "freezeframe/base/error.h"
 
@@ -46,6 +48,15 @@ struct LtMatmul {
     if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
   }
 };
+
+/// The largest power of two, up to 256, that `p` is a multiple of (cuBLASLt's alignment
+/// preferences: an algorithm picked for better-aligned pointers may not run on these).
+std::uint32_t alignment(const void* p) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t a = 256;
+  while (a > 1 && address % a != 0) a /= 2;
+  return a;
+}
 
 template <typename T>
 void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
@@ -142,19 +153,45 @@ void Gemm::linear_fp8(const TensorView& x, const float* x_scale, const TensorVie
                                              static_cast<std::uint64_t>(rows), y.stride(0)));
   const auto workspace_bytes =
       workspace_.defined() ? static_cast<std::size_t>(workspace_.span_bytes()) : std::size_t{0};
-  FF_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&m.preference));
-  FF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(m.preference,
-                                                       CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                       &workspace_bytes, sizeof workspace_bytes));
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  FF_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, m.desc, m.a, m.b, m.d, m.d, m.preference, 1,
-                                                 &heuristic, &found));
-  FF_CHECK(found > 0, ErrorCode::kUnsupported, "linear_fp8: cuBLASLt has no fp8 GEMM for ", n,
-           " x ", k, " weights over ", rows, " rows into ", name_of(y.dtype()));
+  // The heuristic's choice, once per shape and alignment (it costs host time every call
+  // otherwise; a replay makes no call at all).
+  const Fp8Key key{n,
+                   k,
+                   rows,
+                   x.stride(0),
+                   y.stride(0),
+                   y.dtype(),
+                   beta != 0.0f,
+                   alignment(weight.data()),
+                   alignment(x.data()),
+                   alignment(y.data())};
+  auto cached = fp8_algos_.find(key);
+  if (cached == fp8_algos_.end()) {
+    FF_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&m.preference));
+    FF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(m.preference,
+                                                         CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                         &workspace_bytes, sizeof workspace_bytes));
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.weight_alignment},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.x_alignment},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.y_alignment},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.y_alignment}};
+    for (const auto& [attribute, bytes] : alignments) {
+      FF_CUBLAS_CHECK(
+          cublasLtMatmulPreferenceSetAttribute(m.preference, attribute, &bytes, sizeof bytes));
+    }
+    cublasLtMatmulHeuristicResult_t heuristic{};
+    int found = 0;
+    FF_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, m.desc, m.a, m.b, m.d, m.d, m.preference, 1,
+                                                   &heuristic, &found));
+    FF_CHECK(found > 0, ErrorCode::kUnsupported, "linear_fp8: cuBLASLt has no fp8 GEMM for ", n,
+             " x ", k, " weights over ", rows, " rows into ", name_of(y.dtype()),
+             beta != 0.0f ? " (adding to it)" : "");
+    cached = fp8_algos_.emplace(key, heuristic.algo).first;
+  }
   const float alpha = 1.0f;
   FF_CUBLAS_CHECK(cublasLtMatmul(lt_, m.desc, &alpha, weight.data(), m.a, x.data(), m.b, &beta,
-                                 y.data(), m.d, y.data(), m.d, &heuristic.algo,
+                                 y.data(), m.d, y.data(), m.d, &cached->second,
                                  workspace_.defined() ? workspace_.data() : nullptr,
                                  workspace_bytes, stream));
 }

@@ -7,6 +7,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <compare>
+#include <cstdint>
+#include <map>
+
 #include "freezeframe/core/tensor.h"
 
 namespace freezeframe {
@@ -42,6 +46,15 @@ class Gemm {
 
   cublasHandle_t handle_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;  // the fp8 GEMMs (cublasGemmEx has no per-row scales)
+  /// What picks an fp8 GEMM's algorithm: its shape, strides, output and alignments.
+  struct Fp8Key {
+    std::int64_t n, k, rows, x_stride, y_stride;
+    DType y_dtype;
+    bool accumulate;
+    std::uint32_t weight_alignment, x_alignment, y_alignment;
+    auto operator<=>(const Fp8Key&) const = default;
+  };
+  std::map<Fp8Key, cublasLtMatmulAlgo_t> fp8_algos_;
   TensorView workspace_;
   cudaStream_t stream_ = nullptr;
   bool stream_set_ = false;
