@@ -35,10 +35,16 @@ eager and graph ms, capture ms, and model TFLOP/s of the graph replay (2 per par
 token for the layers' matrices, the LM head on B rows, and 4*heads*head per query-key pair).
 With --prefill and no --batches only prefill steps run.
 
+With --fp8 the four projections of every layer run W8A8 as `freezeframe` runs them under
+model.quantization fp8: weights in float8_e4m3fn with a float32 scale per output row
+(max|row| / 448), each projection's input quantised per token the same way, and
+torch._scaled_mm with those row-wise scales (float32 accumulation, bf16 out); the embedding,
+norms, attention and LM head stay bf16.
+
 usage: python3 bench/anchors/llama_step.py --json $OUT/llama_step_anchor.json
        [--batches 1,8,64,256] [--context 1024] [--gemms-only] [--sdpa auto|flash|cudnn|efficient|math]
        [--prefill 1x8192,4x2048,16x512,64x128] [--prefill-context C] [--prefill-sdpa cudnn,flash]
-       [--prefix-mask lower_right|explicit] [--ours freezeframe_bench.json]
+       [--prefix-mask lower_right|explicit] [--fp8] [--ours freezeframe_bench.json]
 """
 
 import argparse
@@ -75,6 +81,32 @@ def rope(x, cos, sin):
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
+FP8_MAX = 448.0
+
+
+def quantize_rows(t):
+    """float8_e4m3fn rows of t and their float32 scales [rows, 1] (max|row| / 448; 1 for zeros)."""
+    amax = t.abs().amax(dim=-1, keepdim=True).float()
+    scale = torch.where(amax > 0, amax / FP8_MAX, torch.ones_like(amax))
+    return (t.float() * (FP8_MAX / torch.where(amax > 0, amax, torch.ones_like(amax)))).to(torch.float8_e4m3fn), scale
+
+
+def linear(x, weight):
+    """x @ weight.T: F.linear for a bf16 weight, W8A8 through torch._scaled_mm for an fp8 one
+    ((fp8 weight [N, K], float32 scales [1, N]))."""
+    if not isinstance(weight, tuple):
+        return F.linear(x, weight)
+    wq, ws = weight
+    xq, xs = quantize_rows(x.reshape(-1, x.shape[-1]))
+    y = torch._scaled_mm(xq, wq.t(), scale_a=xs, scale_b=ws, out_dtype=DTYPE)
+    return y.reshape(*x.shape[:-1], wq.shape[0])
+
+
+def to_fp8(weight):
+    q, scale = quantize_rows(weight)
+    return q, scale.reshape(1, -1).contiguous()
+
+
 def randn(*shape, scale=1.0):
     return torch.randn(shape, device="cuda", dtype=DTYPE).mul_(scale)
 
@@ -89,6 +121,10 @@ def make_weights(c):
         gate_up=randn(2 * c.intermediate, c.hidden, scale=c.hidden ** -0.5),
         down=randn(c.hidden, c.intermediate, scale=c.intermediate ** -0.5),
     ) for _ in range(c.layers)]
+    if c.fp8:
+        for layer in layers:
+            for name in ("qkv", "o", "gate_up", "down"):
+                setattr(layer, name, to_fp8(getattr(layer, name)))
     return SimpleNamespace(embed=randn(c.vocab, c.hidden), layers=layers,
                            norm=torch.ones(c.hidden, device="cuda", dtype=DTYPE),
                            lm_head=randn(c.vocab, c.hidden, scale=c.hidden ** -0.5))
@@ -111,16 +147,16 @@ def make_step(w, c, batch):
         cos, sin = freqs.cos().to(DTYPE)[:, None], freqs.sin().to(DTYPE)[:, None]
         rows = (base_rows + pos[:, None]).reshape(-1)
         for layer, (k_cache, v_cache) in zip(w.layers, caches):
-            q, k, v = F.linear(rms_norm(h, layer.ln1, c.rms_eps), layer.qkv).split([q_size, kv_size, kv_size], dim=-1)
+            q, k, v = linear(rms_norm(h, layer.ln1, c.rms_eps), layer.qkv).split([q_size, kv_size, kv_size], dim=-1)
             q = rope(q.view(batch, c.heads, c.head_dim), cos, sin)
             k = rope(k.view(batch, c.kv_heads, c.head_dim), cos, sin)
             k_cache.view(-1, c.head_dim).index_copy_(0, rows, k.reshape(-1, c.head_dim))
             v_cache.view(-1, c.head_dim).index_copy_(0, rows, v.reshape(-1, c.head_dim))
             attn = F.scaled_dot_product_attention(q[:, :, None], k_cache[:, :, :c.context], v_cache[:, :, :c.context],
                                                   enable_gqa=True)
-            h = h + F.linear(attn.reshape(batch, q_size), layer.o)
-            gate, up = F.linear(rms_norm(h, layer.ln2, c.rms_eps), layer.gate_up).chunk(2, dim=-1)
-            h = h + F.linear(F.silu(gate) * up, layer.down)
+            h = h + linear(attn.reshape(batch, q_size), layer.o)
+            gate, up = linear(rms_norm(h, layer.ln2, c.rms_eps), layer.gate_up).chunk(2, dim=-1)
+            h = h + linear(F.silu(gate) * up, layer.down)
         return F.linear(rms_norm(h, w.norm, c.rms_eps), w.lm_head).float()
 
     return step, sum(k.numel() + v.numel() for k, v in caches) * ITEMSIZE
@@ -131,10 +167,10 @@ def make_gemm_step(w, c, batch):
 
     def step():
         for layer in w.layers:
-            F.linear(x, layer.qkv)
-            F.linear(attn, layer.o)
-            F.linear(x, layer.gate_up)
-            F.linear(act, layer.down)
+            linear(x, layer.qkv)
+            linear(attn, layer.o)
+            linear(x, layer.gate_up)
+            linear(act, layer.down)
     return step
 
 
@@ -169,15 +205,15 @@ def make_prefill_step(w, c, batch, new, context, mask_kind):
         freqs = pos[:, None].float() * inv_freq
         cos, sin = freqs.cos().to(DTYPE)[:, None], freqs.sin().to(DTYPE)[:, None]  # [new, 1, head/2]
         for layer, (k_cache, v_cache) in zip(w.layers, caches):
-            q, k, v = F.linear(rms_norm(h, layer.ln1, c.rms_eps), layer.qkv).split([q_size, kv_size, kv_size], dim=-1)
+            q, k, v = linear(rms_norm(h, layer.ln1, c.rms_eps), layer.qkv).split([q_size, kv_size, kv_size], dim=-1)
             q = rope(q.view(batch, new, c.heads, c.head_dim), cos, sin)
             k = rope(k.view(batch, new, c.kv_heads, c.head_dim), cos, sin)
             k_cache[:, :, context:].copy_(k.transpose(1, 2))
             v_cache[:, :, context:].copy_(v.view(batch, new, c.kv_heads, c.head_dim).transpose(1, 2))
             attn = attention(q.transpose(1, 2), k_cache, v_cache)  # [batch, heads, new, head]
-            h = h + F.linear(attn.transpose(1, 2).reshape(batch * new, q_size), layer.o)
-            gate, up = F.linear(rms_norm(h, layer.ln2, c.rms_eps), layer.gate_up).chunk(2, dim=-1)
-            h = h + F.linear(F.silu(gate) * up, layer.down)
+            h = h + linear(attn.transpose(1, 2).reshape(batch * new, q_size), layer.o)
+            gate, up = linear(rms_norm(h, layer.ln2, c.rms_eps), layer.gate_up).chunk(2, dim=-1)
+            h = h + linear(F.silu(gate) * up, layer.down)
         last = h.view(batch, new, c.hidden)[:, -1]
         return F.linear(rms_norm(last, w.norm, c.rms_eps), w.lm_head).float()
 
@@ -314,6 +350,8 @@ def main():
     parser.add_argument("--prefill-sdpa", default="cudnn,flash", help="SDPA backends the prefill steps run on, each forced")
     parser.add_argument("--prefix-mask", choices=["lower_right", "explicit"], default="lower_right",
                         help="the causal mask with a context: causal_lower_right or a boolean [N, C+N] mask")
+    parser.add_argument("--fp8", action="store_true",
+                        help="W8A8 projections: fp8 weights and per-token fp8 inputs through torch._scaled_mm")
     parser.add_argument("--json", help="write results as one JSON object to this path")
     parser.add_argument("--ours", help="JSON of `freezeframe bench` on the same shapes, printed side by side")
     args = parser.parse_args()
@@ -328,17 +366,20 @@ def main():
     c = SimpleNamespace(**{k: getattr(args, k) for k in ("context", "hidden", "layers", "heads", "kv_heads", "head_dim",
                                                           "intermediate", "vocab", "rope_theta", "rms_eps")})
     c.max_context = args.max_context or args.context
+    c.fp8 = args.fp8
     assert c.max_context >= c.context and c.heads % c.kv_heads == 0 and c.head_dim % 2 == 0
 
     torch.manual_seed(args.seed)
     with torch.no_grad():
         w = make_weights(c)
-        layer_bytes = sum(t.numel() for t in vars(w.layers[0]).values()) * ITEMSIZE * c.layers
+        layer_bytes = c.layers * sum(sum(t.numel() * t.element_size() for t in (v if isinstance(v, tuple) else (v,)))
+                                     for v in vars(w.layers[0]).values())
         shapes = {**vars(c), "tied_lm_head": False}
         c.streamed_weight_bytes = layer_bytes + (w.lm_head.numel() + w.norm.numel()) * ITEMSIZE
         weight_bytes = c.streamed_weight_bytes + w.embed.numel() * ITEMSIZE
         print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, weights {weight_bytes / 2**30:.2f} GiB, "
-              f"context {c.context}, sdpa {args.sdpa}, rms_norm {'F.rms_norm' if HAS_RMS_NORM else 'manual'}")
+              f"context {c.context}, sdpa {args.sdpa}, rms_norm {'F.rms_norm' if HAS_RMS_NORM else 'manual'}"
+              f"{', fp8 projections (torch._scaled_mm)' if c.fp8 else ''}")
         results = run_decode(w, c, batches, args) if batches else []
         prefill = run_prefill(w, c, prefill_shapes, prefill_sdpa, args) if prefill_shapes else []
 
@@ -348,7 +389,7 @@ def main():
     if args.json:
         report = {
             "anchor": "llama_step", "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "cuda": torch.version.cuda, "dtype": "bfloat16", "sdpa": args.sdpa,
+            "cuda": torch.version.cuda, "dtype": "bfloat16", "fp8_projections": args.fp8, "sdpa": args.sdpa,
             "rms_norm": "F.rms_norm" if HAS_RMS_NORM else "manual",
             "shapes": shapes, "weight_bytes": weight_bytes, "streamed_weight_bytes": c.streamed_weight_bytes,
             "iterations": args.iterations, "warmup": args.warmup, "seed": args.seed,
