@@ -14,6 +14,8 @@
 //    a near-tie;
 //  - fed prompt + the reference's continuation one token at a time (teacher forcing), the
 //    engine's argmax is the reference's at a share of the positions.
+// With model.quantization fp8 the projections run W8A8, which moves the logits far more; its
+// case is held to the share of top-1s fp8 serving is expected to keep (97%).
 
 #include <gtest/gtest.h>
 
@@ -44,13 +46,15 @@ constexpr int kGreedy = 64;
 struct Case {
   const char* dtype;
   const char* backend;
-  float near_tie;                 ///< a reference gap below it may flip
-  double min_agreement;           ///< teacher-forced top-1 agreement
-  const char* residual = "auto";  ///< model.residual_dtype
+  float near_tie;                     ///< a reference gap below it may flip
+  double min_agreement;               ///< teacher-forced top-1 agreement
+  const char* residual = "auto";      ///< model.residual_dtype
+  const char* quantization = "none";  ///< model.quantization
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) {
-  return os << c.dtype << " (residual " << c.residual << ") on " << c.backend;
+  return os << c.dtype << " (residual " << c.residual << ", quantization " << c.quantization
+            << ") on " << c.backend;
 }
 
 class SmolLM2Reference : public ::testing::TestWithParam<Case> {};
@@ -65,6 +69,7 @@ TEST_P(SmolLM2Reference, GreedyAndTeacherForcedFollowTransformers) {
   }
   const std::string yaml = "model:\n  checkpoint: " + path + "\n  builtin_weights: false\n" +
                            "  dtype: " + c.dtype + "\n  residual_dtype: " + c.residual +
+                           "\n  quantization: " + c.quantization +
                            "\n  attention:\n    backend: " + c.backend +
                            "\ncache:\n  block_size: 16\n  memory_budget: 2GiB\n"
                            "scheduler:\n  max_num_seqs: 8\n  max_num_batched_tokens: 512\n"
@@ -151,11 +156,11 @@ TEST_P(SmolLM2Reference, GreedyAndTeacherForcedFollowTransformers) {
     }
     const double agreement = double(agree) / total;
     std::printf(
-        "SmolLM2 %s (residual %s) on %s, %s: greedy follows the reference on %d of %d prompts; "
-        "teacher-forced top-1 agreement %d/%d = %.2f%%; largest difference of the "
-        "reference's top-1 logit %.4f\n",
-        c.dtype, c.residual, c.backend, eager ? "eager" : "graphs", followed, prompts, agree, total,
-        100.0 * agreement, largest);
+        "SmolLM2 %s (residual %s, quantization %s) on %s, %s: greedy follows the reference on %d "
+        "of %d prompts; teacher-forced top-1 agreement %d/%d = %.2f%%; largest difference of "
+        "the reference's top-1 logit %.4f\n",
+        c.dtype, c.residual, c.quantization, c.backend, eager ? "eager" : "graphs", followed,
+        prompts, agree, total, 100.0 * agreement, largest);
     EXPECT_GE(agreement, c.min_agreement) << (eager ? "eager" : "graphs");
   }
   EXPECT_GT(runner.modes().size(), 1u) << "every step ran eagerly";
@@ -174,11 +179,15 @@ INSTANTIATE_TEST_SUITE_P(
                       // 808/817 = 98.90% in the simulation: 99% is out of reach, so the bar
                       // is 98.5% (the engine kept 807/817 = 98.78% on an H200, every flip at a
                       // near-tie).
-                      Case{"bf16", "paged_decode", 0.3f, 0.985}),
+                      Case{"bf16", "paged_decode", 0.3f, 0.985},
+                      // W8A8 projections (fp8 weights per channel, inputs per token) move the
+                      // logits by far more than 16-bit rounding: flips may come at wider gaps,
+                      // and the bar is the 97% of top-1s agreeing that fp8 serving is held to.
+                      Case{"bf16", "paged_decode", 2.0f, 0.97, "f32", "fp8"}),
     [](const auto& info) {
       return std::string(info.param.dtype) +
              (std::string(info.param.residual) == "f32" ? "_f32_residual_" : "_") +
-             info.param.backend;
+             (std::string(info.param.quantization) == "fp8" ? "fp8_" : "") + info.param.backend;
     });
 
 }  // namespace
