@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "engine/runtime/model_shapes.h"
+#include "engine/runtime/rank_logits.h"
 #include "engine/runtime/reference_runs.h"
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/base/error.h"
@@ -39,7 +40,6 @@
 namespace freezeframe {
 namespace {
 
-using testing::relative_l2;
 
 constexpr double kTolerance = 1e-2;
 constexpr int kSequences = 4, kSteps = 40, kBlockSize = 16, kChunk = 8;
@@ -163,20 +163,26 @@ EngineOptions base_options() {
   return o;
 }
 
-/// Every rank's logits of every step within bf16 tolerance of one rank's, and the same bits on
-/// every rank (each merges its own heads, then gathers the vocabulary rows of all).
+/// Every rank's logits of every step within bf16 tolerance of one rank's (rank_logits.h: the
+/// step's L2, each row's worst element, its greedy token), and the same bits on every rank
+/// (each merges its own heads, then gathers the vocabulary rows of all).
 void expect_logits_of_one_rank(const std::vector<RankRun>& runs, const RankRun& one,
                                std::span<const Mode> modes, const std::string& label) {
   EXPECT_EQ(runs[0].ran, one.ran) << "the same dispatch as one rank";
+  constexpr std::size_t vocab = 128256;  // spec_text's
   for (std::size_t m = 0; m < modes.size(); ++m) {
     const int steps = static_cast<int>(one.logits[m].size());
     for (int s = 0; s < steps; ++s) {
       SCOPED_TRACE(std::string(modes[m].name) + ", step " + std::to_string(s));
       ASSERT_EQ(runs[0].logits[m][s].size(), one.logits[m][s].size());
-      const double error = relative_l2(runs[0].logits[m][s], one.logits[m][s]);
-      EXPECT_LE(error, kTolerance);
+      const testing::RankLogitsCheck check =
+          testing::expect_rank_logits(runs[0].logits[m][s], one.logits[m][s], vocab, kTolerance);
       if (s % 8 == 0 || s == steps - 1) {
-        std::printf("%s, %s, step %d: relative L2 %.2e\n", label.c_str(), modes[m].name, s, error);
+        std::printf(
+            "%s, %s, step %d: relative L2 %.2e, worst element %.2e of its row's RMS, %d of %d "
+            "greedy tokens differing at near-ties\n",
+            label.c_str(), modes[m].name, s, check.relative_l2, check.worst_element,
+            check.near_ties, check.rows);
       }
       for (std::size_t r = 1; r < runs.size(); ++r) {
         EXPECT_EQ(runs[r].logits[m][s], runs[0].logits[m][s]) << "rank " << r;
