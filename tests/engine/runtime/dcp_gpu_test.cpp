@@ -40,7 +40,6 @@
 namespace freezeframe {
 namespace {
 
-
 constexpr double kTolerance = 1e-2;
 constexpr int kSequences = 4, kSteps = 40, kBlockSize = 16, kChunk = 8;
 // Each sequence's prompt and the step it starts at; the last prompt comes in one chunk.

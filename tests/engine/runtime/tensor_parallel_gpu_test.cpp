@@ -37,7 +37,6 @@
 namespace freezeframe {
 namespace {
 
-
 constexpr double kTolerance = 1e-2;
 std::string llama_shaped_spec(int kv_heads, const std::string& backend, int vocab, int t) {
   return "model:\n"
