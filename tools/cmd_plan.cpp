@@ -180,8 +180,17 @@ void print_plan(const EngineSpec& spec, const MemoryPlan& plan, const std::strin
   if (no_mlp > 0) {
     std::printf(
         "note: %lld of %d layers have no MLP (mlp: none): no weights or activations are planned "
-        "for one (a mixture of experts is not part of the built-in model)\n",
+        "for one\n",
         static_cast<long long>(no_mlp), m.num_layers);
+  }
+  const auto moe = std::count_if(m.layers.begin(), m.layers.end(),
+                                 [](const LayerSpec& l) { return l.mlp == MlpKind::kMoe; });
+  if (moe > 0 && m.moe) {
+    std::printf(
+        "note: %lld of %d layers are a mixture of experts (%d experts of %d, %d a token, %d "
+        "shared): planned whole, weights and activations; the engine does not run them yet\n",
+        static_cast<long long>(moe), m.num_layers, m.moe->num_experts, m.moe->intermediate_size,
+        m.moe->experts_per_token, m.moe->num_shared_experts);
   }
   if (m.checkpoint) {
     std::printf("checkpoint: %s (%s); weights: %s\n", printable(m.checkpoint->path, 200).c_str(),

@@ -75,10 +75,17 @@ else()
 endif()
 check(RC 0 ARGS plan ${spec} --device-memory 80GiB --svg - OUT "<svg" NOT_OUT "kv cache:")
 check(RC 2 ARGS plan ${spec} --json - --svg - ERR "both ask for standard output")
-# A plan that leaves layers' MLPs out says so (DeepSeek-V2-Lite's 26 mixture-of-experts layers).
+# A plan of a mixture of experts says it holds the experts whole and that the engine does not
+# run them yet; one that leaves layers' MLPs out says so.
 check(RC 0 ARGS plan ${SOURCE_DIR}/configs/deepseek-v2-lite.yaml --device-memory 80GiB
+      OUT "note: 26 of 27 layers are a mixture of experts (64 experts of 1408, 6 a token, 2 shared)"
+          "weights                               0      31412968448")
+file(READ ${SOURCE_DIR}/configs/deepseek-v2-lite.yaml v2_lite_yaml)
+string(REPLACE "mlp: moe" "mlp: none" v2_lite_no_moe "${v2_lite_yaml}")
+file(WRITE ${WORK_DIR}/v2-lite-no-moe.yaml "${v2_lite_no_moe}")
+check(RC 0 ARGS plan ${WORK_DIR}/v2-lite-no-moe.yaml --device-memory 80GiB
       OUT "note: 26 of 27 layers have no MLP (mlp: none)")
-check(RC 0 ARGS plan ${spec} --device-memory 80GiB NOT_OUT "have no MLP")
+check(RC 0 ARGS plan ${spec} --device-memory 80GiB NOT_OUT "have no MLP" "mixture of experts")
 check(RC 2 ARGS ERR "usage: freezeframe")
 check(RC 2 ARGS no-such-command ERR "unknown command 'no-such-command'")
 

@@ -32,6 +32,7 @@ std::string_view to_string(OpKind kind) {
     case OpKind::kDcpMlaAttention: return "dcp_mla_attention";
     case OpKind::kDcpMerge: return "dcp_merge";
     case OpKind::kQuantizeRows: return "quantize_rows";
+    case OpKind::kMoeExperts: return "moe_experts";
   }
   return "unknown";
 }
@@ -167,6 +168,11 @@ class ProgramBuilder {
   void attention_block(int l, int hidden);
   void mla_block(int l, int hidden);
   void mlp_block(int l, int hidden);
+  void moe_block(int l, int hidden);
+  /// hidden += down(silu(gate(x)) · up(x)), `inter` wide on this rank: the weights named
+  /// `weights` + "gate_proj", ..., the activations `tensors` + "gate_up", "mlp_act".
+  void gated_mlp(int l, int x, int hidden, const std::string& weights, const std::string& tensors,
+                 std::int64_t inter);
   /// hidden += out · W_oᵀ (out `width` wide), then the tensor-parallel sum.
   void o_proj(int l, int out, int hidden, std::int64_t width);
   std::string prefix(int l) const { return "layers." + std::to_string(l) + "."; }
@@ -196,6 +202,7 @@ ModelProgram ProgramBuilder::build() {
       attention_block(l, hidden);
     }
     if (model_.layers[l].mlp == MlpKind::kGatedSilu) mlp_block(l, hidden);
+    if (model_.layers[l].mlp == MlpKind::kMoe) moe_block(l, hidden);
   }
   // The row of each request's last new token, the one its logits come from (padded requests:
   // row 0, ignored).
@@ -332,24 +339,65 @@ void ProgramBuilder::mla_block(int l, int hidden) {
 }
 
 void ProgramBuilder::mlp_block(int l, int hidden) {
-  const std::int64_t h = model_.hidden_size;
-  const std::int64_t inter = shard_.intermediate(model_.layers[l].intermediate_size);
+  const std::string pre = prefix(l);
+  const int x = tensor(pre + "mlp_in", model_.hidden_size, l);
+  op(l, ops::RmsNorm{hidden, x, weight(pre + "post_attention_layernorm", {model_.hidden_size}, l)});
+  gated_mlp(l, x, hidden, pre + "mlp.", pre,
+            shard_.intermediate(model_.layers[l].intermediate_size));
+  all_reduce(l, hidden);
+}
+
+void ProgramBuilder::moe_block(int l, int hidden) {
+  const MoeSpec& moe = *model_.moe;
+  const std::int64_t h = model_.hidden_size, e = moe.num_experts, k = moe.experts_per_token;
+  const std::int64_t inter = shard_.intermediate(moe.intermediate_size);
   const std::string pre = prefix(l);
   const int x = tensor(pre + "mlp_in", h, l);
   op(l, ops::RmsNorm{hidden, x, weight(pre + "post_attention_layernorm", {h}, l)});
+  // The shared experts: one MLP as wide as all of them, on every token.
+  if (moe.num_shared_experts > 0) {
+    gated_mlp(l, x, hidden, pre + "mlp.shared_experts.", pre + "shared_",
+              shard_.intermediate(std::int64_t(moe.num_shared_experts) * moe.intermediate_size));
+  }
+  // The routed experts: every token's k rows, gathered by expert (static in shape: T · k rows
+  // whatever the routing, so the step captures).
+  ops::MoeExperts m{};
+  m.in = x;
+  m.hidden = hidden;
+  m.router_logits = tensor(pre + "router_logits", e, l, TensorHome::kActivation, DType::kF32);
+  m.topk_ids = tensor(pre + "topk_ids", k, l, TensorHome::kActivation, DType::kI32);
+  m.topk_weights = tensor(pre + "topk_weights", k, l, TensorHome::kActivation, DType::kF32);
+  m.gathered = tensor(pre + "experts_in", k * h, l);
+  m.gate_up = tensor(pre + "experts_gate_up", k * 2 * inter, l);
+  m.act = tensor(pre + "experts_act", k * inter, l);
+  m.expert_out = tensor(pre + "experts_out", k * h, l);
+  m.router = weight(pre + "mlp.gate", {e, h}, l);
+  for (std::int64_t i = 0; i < e; ++i) {
+    const std::string expert = pre + "mlp.experts." + std::to_string(i) + ".";
+    m.experts.push_back(weight(expert + "gate_proj", {inter, h}, l));
+    m.experts.push_back(weight(expert + "up_proj", {inter, h}, l));
+    m.experts.push_back(weight(expert + "down_proj", {h, inter}, l));
+  }
+  op(l, std::move(m));
+  all_reduce(l, hidden);
+}
+
+void ProgramBuilder::gated_mlp(int l, int x, int hidden, const std::string& weights,
+                               const std::string& tensors, std::int64_t inter) {
+  const std::int64_t h = model_.hidden_size;
+  const std::string& pre = tensors;
   const int gate_up = tensor(pre + "gate_up", 2 * inter, l);
-  const std::vector<int> gate_up_weights = {linear_weight(pre + "mlp.gate_proj", {inter, h}, l),
-                                            linear_weight(pre + "mlp.up_proj", {inter, h}, l)};
+  const std::vector<int> gate_up_weights = {linear_weight(weights + "gate_proj", {inter, h}, l),
+                                            linear_weight(weights + "up_proj", {inter, h}, l)};
   int gate_up_in = x;
   const ops::Fp8Scales gate_up_scales = fp8_scales(l, gate_up_in, h, gate_up_weights);
   op(l, ops::GateUpProj{{gate_up_in, gate_up, gate_up_weights, gate_up_scales}});
   const int act = tensor(pre + "mlp_act", inter, l);
   op(l, ops::SiluAndMul{gate_up, act});
-  const int down = linear_weight(pre + "mlp.down_proj", {h, inter}, l);
+  const int down = linear_weight(weights + "down_proj", {h, inter}, l);
   int down_in = act;
   const ops::Fp8Scales down_scales = fp8_scales(l, down_in, inter, {down});
   op(l, ops::DownProjResidual{{down_in, hidden, down, down_scales}});
-  all_reduce(l, hidden);
 }
 
 }  // namespace

@@ -308,6 +308,9 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
                                        views_.tensors[q.scale].data_as<float>(), rows, stream);
       return;
     }
+    case OpKind::kMoeExperts:
+      // The engine refuses a spec with one before anything runs (check_supported).
+      FF_THROW(E::kUnsupported, "layer ", op.layer, ": a mixture of experts is not run yet");
     case OpKind::kQkvProj: return project(op.as<ops::QkvProj>(), rows, stream);
     case OpKind::kGateUpProj: return project(op.as<ops::GateUpProj>(), rows, stream);
     case OpKind::kMlaKvAProj: return project(op.as<ops::MlaKvAProj>(), rows, stream);

@@ -96,9 +96,15 @@ void SpecParser::check_layers() {
     // An alias (an older name) is kept as the backend's own name.
     if (registry_.contains(layer.backend)) layer.backend = registry_.get(layer.backend).name();
   }
-  bool reported_intermediate = false;
+  bool reported_intermediate = false, reported_moe = false;
   for (int l = 0; l < n; ++l) {
     const LayerSpec& layer = model.layers[l];
+    if (layer.mlp == MlpKind::kMoe && !model.moe && !reported_moe) {
+      problem(layer_path[l] == "model.attention" ? "model.mlp" : layer_path[l] + ".mlp",
+              "moe needs the experts' sizes: add a model.moe section (num_experts, "
+              "experts_per_token, intermediate_size, num_shared_experts)");
+      reported_moe = true;
+    }
     if (layer.mlp == MlpKind::kGatedSilu && layer.intermediate_size <= 0 &&
         !reported_intermediate) {
       problem("model.intermediate_size", "is required: layer " + std::to_string(l) +

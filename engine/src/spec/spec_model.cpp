@@ -13,13 +13,14 @@ namespace {
 
 const std::vector<std::string> kAttentionTypes = {"decoder", "encoder", "encoder_only",
                                                   "encoder_decoder"};
-const std::vector<std::string> kMlpKinds = {"gated_silu", "none"};
+const std::vector<std::string> kMlpKinds = {"gated_silu", "none", "moe"};
 const std::vector<std::string> kModelDTypes = {"bf16",     "f16",     "f32",
                                                "bfloat16", "float16", "float32"};
 const std::vector<std::string> kResidualDTypes = {"auto", "f32", "float32"};
 const std::vector<std::string> kQuantizations = {"none", "fp8"};
 
 MlpKind parse_mlp(const std::string& s) {
+  if (s == "moe") return MlpKind::kMoe;
   return s == "none" ? MlpKind::kNone : MlpKind::kGatedSilu;
 }
 
@@ -55,6 +56,7 @@ void SpecParser::parse_model(const YAML::Node& m) {
                  "mlp",
                  "attention",
                  "mla",
+                 "moe",
                  "layers"});
   ModelSpec& model = spec_.model;
   read_checkpoint(m);
@@ -165,8 +167,38 @@ void SpecParser::parse_model(const YAML::Node& m) {
   const YAML::Node mla = SpecReader::child(m, "mla");
   if (r_.expect_map(mla, "model.mla")) parse_mla(mla);
   check_checkpoint_mla();
+  const YAML::Node moe = SpecReader::child(m, "moe");
+  if (r_.expect_map(moe, "model.moe")) parse_moe(moe);
   const YAML::Node layers = SpecReader::child(m, "layers");
   if (layers.IsDefined()) parse_layer_overrides(layers);
+}
+
+void SpecParser::parse_moe(const YAML::Node& moe) {
+  r_.check_keys(moe, "model.moe",
+                {"num_experts", "experts_per_token", "intermediate_size", "num_shared_experts"});
+  MoeSpec spec;
+  auto need = [&](std::string_view key, std::int64_t max) -> int {
+    auto v = r_.read_int(moe, key, "model.moe", 1, max);
+    if (!v) {
+      if (!SpecReader::child(moe, key).IsDefined()) r_.missing(moe, join_path("model.moe", key));
+      model_ok_ = false;
+      return 0;
+    }
+    return static_cast<int>(*v);
+  };
+  spec.num_experts = need("num_experts", 4096);
+  spec.experts_per_token = need("experts_per_token", 4096);
+  spec.intermediate_size = need("intermediate_size", kMaxIntermediate);
+  if (auto v = r_.read_int(moe, "num_shared_experts", "model.moe", 0, 4096)) {
+    spec.num_shared_experts = static_cast<int>(*v);
+  }
+  if (spec.num_experts > 0 && spec.experts_per_token > spec.num_experts) {
+    r_.problem(SpecReader::child(moe, "experts_per_token"), "model.moe.experts_per_token",
+               "is " + std::to_string(spec.experts_per_token) + ", more than the " +
+                   std::to_string(spec.num_experts) + " experts (num_experts)");
+    model_ok_ = false;
+  }
+  spec_.model.moe = spec;
 }
 
 void SpecParser::parse_attention(const YAML::Node& attention) {

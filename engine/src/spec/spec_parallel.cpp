@@ -47,6 +47,13 @@ void SpecParser::check_tp() {
   std::set<int> widths;
   for (const LayerSpec& layer : m.layers) {
     if (layer.mlp == MlpKind::kGatedSilu) widths.insert(layer.intermediate_size);
+    // Each expert's columns and rows split as a dense MLP's do, the shared ones' too.
+    if (layer.mlp == MlpKind::kMoe && m.moe) {
+      widths.insert(m.moe->intermediate_size);
+      if (m.moe->num_shared_experts > 0) {
+        widths.insert(m.moe->num_shared_experts * m.moe->intermediate_size);
+      }
+    }
   }
   for (const int w : widths) {
     if (w > 0 && w % t != 0) {

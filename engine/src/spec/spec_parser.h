@@ -73,6 +73,7 @@ class SpecParser {
   void parse_model(const YAML::Node& m);
   void parse_attention(const YAML::Node& attention);
   void parse_mla(const YAML::Node& mla);
+  void parse_moe(const YAML::Node& moe);
   LayerOverride parse_layer_fields(const YAML::Node& map, const std::string& path);
   void parse_layer_overrides(const YAML::Node& list);
   std::vector<int> parse_layer_indices(const YAML::Node& which, const std::string& path);

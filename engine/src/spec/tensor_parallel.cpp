@@ -76,6 +76,17 @@ WeightShard weight_shard(const EngineSpec& spec, std::string_view name, int tp_r
   if (layer >= 0 && suffix == "mlp.down_proj") {
     return split(1, s.intermediate(model.layers[layer].intermediate_size));
   }
+  // A MoE layer's experts split their width as a dense MLP does; its router is whole.
+  if (layer >= 0 && model.moe &&
+      (suffix.starts_with("mlp.experts.") || suffix.starts_with("mlp.shared_experts."))) {
+    const bool shared = suffix.starts_with("mlp.shared_experts.");
+    const std::int64_t width =
+        (shared ? model.moe->num_shared_experts : 1) * std::int64_t(model.moe->intermediate_size);
+    if (suffix.ends_with(".gate_proj") || suffix.ends_with(".up_proj")) {
+      return split(0, s.intermediate(width));
+    }
+    if (suffix.ends_with(".down_proj")) return split(1, s.intermediate(width));
+  }
   return {};  // norms and MLA's compressions (q_a, kv_a): every rank holds them whole
 }
 

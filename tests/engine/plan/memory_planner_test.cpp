@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 
@@ -16,6 +17,7 @@
 #include "freezeframe/engine/plan/memory_planner.h"
 #include "freezeframe/engine/plan/plan_views.h"
 #include "freezeframe/engine/spec/spec.h"
+#include "freezeframe/engine/spec/tensor_parallel.h"
 #include "freezeframe/memory/arena.h"
 
 namespace freezeframe {
@@ -153,15 +155,60 @@ TEST(MemoryPlanner, Fp8ProjectionsGiveTheirBytesToTheKvCache) {
 TEST(ModelProgram, MlaLayersUseTheirOwnProjections) {
   const EngineSpec spec = load_spec(kConfigs + "deepseek-v2-lite.yaml");
   const ModelProgram program = build_model_program(spec);
-  std::int64_t kv_b = 0, q = 0, mlp_weights = 0;
+  std::int64_t kv_b = 0, q = 0, dense_mlp = 0;
   for (const ProgramWeight& w : program.weights) {
     if (w.name == "layers.0.self_attn.kv_b_proj") kv_b = w.bytes();
     if (w.name == "layers.0.self_attn.q_proj") q = w.bytes();
-    if (w.name.find("mlp.") != std::string::npos) mlp_weights += w.bytes();
+    if (w.name.starts_with("layers.0.mlp.")) dense_mlp += w.bytes();
   }
   EXPECT_EQ(kv_b, 2 * 16 * (128 + 128) * 512);
   EXPECT_EQ(q, 2 * 16 * (128 + 64) * 2048) << "no q_lora: q_proj reads the hidden state";
-  EXPECT_EQ(mlp_weights, 2 * 3 * 10944 * 2048) << "only layer 0 has an MLP";
+  EXPECT_EQ(dense_mlp, 2 * 3 * 10944 * 2048) << "layer 0's dense MLP";
+}
+
+// DeepSeek-V2-Lite whole: its 15.7B parameters as published, the experts included.
+TEST(ModelProgram, DeepSeekV2LiteHoldsEveryExpert) {
+  const EngineSpec spec = load_spec(kConfigs + "deepseek-v2-lite.yaml");
+  const ModelProgram program = build_model_program(spec);
+  const std::int64_t h = 2048;
+  // Per layer: q_proj 16·192·h, kv_a 576·h, its norm 512, kv_b 16·256·512, o_proj h·16·128,
+  // two norms.
+  const std::int64_t attention =
+      16 * 192 * h + 576 * h + 512 + 16 * 256 * 512 + h * 16 * 128 + 2 * h;
+  // A MoE layer: the router 64·h, 64 experts of 3·1408·h, the shared pair as one MLP 2816 wide.
+  const std::int64_t moe = 64 * h + 64 * 3 * 1408 * h + 3 * 2816 * h;
+  const std::int64_t params =
+      27 * attention + 3 * 10944 * h + 26 * moe + 2 * std::int64_t(102400) * h + h;
+  EXPECT_EQ(program.weight_bytes(), 2 * params);
+  EXPECT_NEAR(double(params), 15.7e9, 0.05e9);
+  // The routed experts of a layer: one op, whose scratch is T·k rows of each of its tensors.
+  int moe_ops = 0;
+  for (const ProgramOp& op : program.ops) {
+    if (op.kind() != OpKind::kMoeExperts) continue;
+    ++moe_ops;
+    const auto& m = op.as<ops::MoeExperts>();
+    EXPECT_EQ(m.experts.size(), 3u * 64u);
+    EXPECT_EQ(program.tensors[m.topk_ids].width, 6);
+    EXPECT_EQ(program.tensors[m.router_logits].width, 64);
+    EXPECT_EQ(program.tensors[m.gathered].width, 6 * h);
+  }
+  EXPECT_EQ(moe_ops, 26);
+  // Over 4 ranks each expert's width is split as a dense MLP's is.
+  EngineSpec tp4 = spec;
+  tp4.tp.world_size = 4;
+  for (const ProgramWeight& w : build_model_program(tp4).weights) {
+    if (w.name == "layers.1.mlp.experts.7.gate_proj") {
+      EXPECT_EQ(w.shape, (std::vector<std::int64_t>{352, h}));
+    }
+    if (w.name == "layers.1.mlp.shared_experts.down_proj") {
+      EXPECT_EQ(w.shape, (std::vector<std::int64_t>{h, 704}));
+    }
+    if (w.name == "layers.1.mlp.gate") {
+      EXPECT_EQ(w.shape, (std::vector<std::int64_t>{64, h}));
+    }
+  }
+  EXPECT_EQ(weight_shard(tp4, "layers.1.mlp.experts.7.down_proj", 2).offset, 2 * 352);
+  EXPECT_EQ(weight_shard(tp4, "layers.1.mlp.shared_experts.up_proj", 1).offset, 704);
 }
 
 /// configs/llama-3.1-8b.yaml on the reference backend, which plans no attention workspace and

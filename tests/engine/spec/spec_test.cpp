@@ -91,7 +91,7 @@ TEST(Spec, EveryShippedConfigLoads) {
   for (const LayerSpec& l : mistral.model.layers) EXPECT_EQ(l.sliding_window, 4096);
 }
 
-TEST(Spec, DeepSeekV2LiteIsMlaWithADenseFirstLayerOnly) {
+TEST(Spec, DeepSeekV2LiteIsMlaWithADenseFirstLayerThenExperts) {
   const EngineSpec spec = load_spec(kConfigs + "deepseek-v2-lite.yaml");
   ASSERT_TRUE(spec.model.is_mla());
   EXPECT_EQ(spec.model.mla->kv_lora_rank, 512);
@@ -100,7 +100,12 @@ TEST(Spec, DeepSeekV2LiteIsMlaWithADenseFirstLayerOnly) {
   EXPECT_EQ(spec.model.num_kv_heads, 1);
   EXPECT_EQ(spec.model.layers[0].mlp, MlpKind::kGatedSilu);
   EXPECT_EQ(spec.model.layers[0].intermediate_size, 10944);
-  for (int l = 1; l < 27; ++l) EXPECT_EQ(spec.model.layers[l].mlp, MlpKind::kNone) << l;
+  for (int l = 1; l < 27; ++l) EXPECT_EQ(spec.model.layers[l].mlp, MlpKind::kMoe) << l;
+  ASSERT_TRUE(spec.model.moe.has_value());
+  EXPECT_EQ(spec.model.moe->num_experts, 64);
+  EXPECT_EQ(spec.model.moe->experts_per_token, 6);
+  EXPECT_EQ(spec.model.moe->intermediate_size, 1408);
+  EXPECT_EQ(spec.model.moe->num_shared_experts, 2);
   EXPECT_EQ(spec.model.layers[5].backend, "reference_mla");
 }
 

@@ -23,15 +23,18 @@ enum class OpKind {
   kGateUpProj,        ///< gate_up = x · W_gate_upᵀ   [T, 2·I]
   kSiluAndMul,        ///< act = silu(gate) · up   [T, I]
   kDownProjResidual,  ///< hidden += act · W_downᵀ
-  kMlaQProj,          ///< q_a = rms_norm(x · W_q_aᵀ) (q_lora; the rest is the MLA impl's)
-  kMlaKvAProj,        ///< kv_a = x · W_kv_aᵀ   [T, R + rope]
-  kMlaKvANorm,        ///< kv_c_normed = rms_norm(kv_a[:, :R])
-  kMlaAttention,      ///< MLA forward: rope, latent cache write, attention, W_UV
-  kFinalNorm,         ///< normed = rms_norm(hidden[lm_head_rows]): each sequence's last token
-  kLmHead,            ///< logits = normed · W_lm_headᵀ
-  kSample,            ///< sampled_token_ids = a draw from each row of logits (sampler.h)
-  kAllReduce,         ///< hidden = Σ over the tensor-parallel ranks of hidden (T > 1)
-  kGatherLogits,      ///< logits = every rank's logits_shard side by side, padding dropped
+  /// hidden += Σ over each token's top-k experts of weight · expert(x) (a MoE layer's routed
+  /// experts; planned, not yet run)
+  kMoeExperts,
+  kMlaQProj,      ///< q_a = rms_norm(x · W_q_aᵀ) (q_lora; the rest is the MLA impl's)
+  kMlaKvAProj,    ///< kv_a = x · W_kv_aᵀ   [T, R + rope]
+  kMlaKvANorm,    ///< kv_c_normed = rms_norm(kv_a[:, :R])
+  kMlaAttention,  ///< MLA forward: rope, latent cache write, attention, W_UV
+  kFinalNorm,     ///< normed = rms_norm(hidden[lm_head_rows]): each sequence's last token
+  kLmHead,        ///< logits = normed · W_lm_headᵀ
+  kSample,        ///< sampled_token_ids = a draw from each row of logits (sampler.h)
+  kAllReduce,     ///< hidden = Σ over the tensor-parallel ranks of hidden (T > 1)
+  kGatherLogits,  ///< logits = every rank's logits_shard side by side, padding dropped
   /// DCP (D > 1): q_group = the queries of every rank of this rank's DCP group, side by side
   /// in rank order (all-gathered through its send and receive buffers).
   kDcpGatherQueries,
@@ -148,6 +151,23 @@ struct SiluAndMul {
   int gate_up, act;
   [[nodiscard]] OpAccess access() const { return {{gate_up}, {act}, {}}; }
 };
+/// A MoE layer's routed experts: the router's logits (f32 [T, E]), each token's top-k experts
+/// and their weights ([T, k]), the tokens gathered by expert ([T·k, hidden]), the experts'
+/// gate_up, act and down outputs ([T·k, ·]), summed back into hidden by the weights.
+struct MoeExperts {
+  static constexpr OpKind kKind = OpKind::kMoeExperts;
+  int in, hidden;
+  int router_logits, topk_ids, topk_weights, gathered, gate_up, act, expert_out;
+  int router;                ///< weight [E, hidden]
+  std::vector<int> experts;  ///< gate_proj, up_proj, down_proj of expert 0, then 1, ...
+  [[nodiscard]] OpAccess access() const {
+    OpAccess a{{in, hidden},
+               {hidden, router_logits, topk_ids, topk_weights, gathered, gate_up, act, expert_out},
+               {router}};
+    a.weights.insert(a.weights.end(), experts.begin(), experts.end());
+    return a;
+  }
+};
 struct MlaQProj {
   static constexpr OpKind kKind = OpKind::kMlaQProj;
   int x, q_a, q_a_proj, q_a_norm;
@@ -223,9 +243,9 @@ struct DcpMerge {
 using OpOperands =
     std::variant<ops::Embedding, ops::RmsNorm, ops::QuantizeRows, ops::QkvProj, ops::QkvBias,
                  ops::Rope, ops::CacheWrite, ops::Attention, ops::OProjResidual, ops::GateUpProj,
-                 ops::SiluAndMul, ops::DownProjResidual, ops::MlaQProj, ops::MlaKvAProj,
-                 ops::MlaKvANorm, ops::MlaAttention, ops::FinalNorm, ops::LmHead, ops::Sample,
-                 ops::AllReduce, ops::GatherLogits, ops::DcpGatherQueries, ops::DcpAttention,
-                 ops::DcpMlaAttention, ops::DcpMerge>;
+                 ops::SiluAndMul, ops::DownProjResidual, ops::MoeExperts, ops::MlaQProj,
+                 ops::MlaKvAProj, ops::MlaKvANorm, ops::MlaAttention, ops::FinalNorm, ops::LmHead,
+                 ops::Sample, ops::AllReduce, ops::GatherLogits, ops::DcpGatherQueries,
+                 ops::DcpAttention, ops::DcpMlaAttention, ops::DcpMerge>;
 
 }  // namespace freezeframe

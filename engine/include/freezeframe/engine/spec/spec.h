@@ -29,7 +29,20 @@ struct SpecLocation {
 /// The MLP of a decoder layer.
 enum class MlpKind {
   kGatedSilu,  ///< gate/up projection, SiLU(gate)·up, down projection (Llama, Qwen, Mistral)
-  kNone,       ///< no MLP in the built-in model (e.g. DeepSeek's MoE layers, out of scope)
+  kNone,       ///< no MLP in the built-in model
+  /// A mixture of gated-SiLU experts (model.moe): planned whole, not yet run by the engine.
+  kMoe,
+};
+
+/// A mixture of experts (DeepSeek-V2's MoE layers): a router picks experts_per_token of
+/// num_experts gated-SiLU experts, each intermediate_size wide, for every token, their outputs
+/// weighed by the router; num_shared_experts more run on every token (as one MLP
+/// num_shared_experts · intermediate_size wide).
+struct MoeSpec {
+  int num_experts = 0;
+  int experts_per_token = 0;
+  int intermediate_size = 0;
+  int num_shared_experts = 0;
 };
 
 /// Multi-head latent attention dimensions (DeepSeek-V2/V3).
@@ -82,6 +95,7 @@ struct ModelSpec {
   /// resolved against the spec's folder).
   std::optional<CheckpointConfig> checkpoint;
   std::optional<MlaSpec> mla;     ///< present: every layer is MLA
+  std::optional<MoeSpec> moe;     ///< the experts of the layers whose mlp is moe
   std::vector<LayerSpec> layers;  ///< one per layer, defaults and overrides resolved
 
   [[nodiscard]] bool is_mla() const { return mla.has_value(); }
