@@ -297,8 +297,8 @@ TEST(EngineWeights, RefusedBeforeAnythingIsAllocated) {
   EXPECT_NE(q4_k.message().find("Q4_K is not read"), std::string::npos) << q4_k.message();
 
   // A mixture of experts is planned, not run: refused before anything is allocated.
-  const Error moe = refusal(load_spec(std::string(FREEZEFRAME_SOURCE_DIR) +
-                                      "/configs/deepseek-v2-lite.yaml"));
+  const Error moe =
+      refusal(load_spec(std::string(FREEZEFRAME_SOURCE_DIR) + "/configs/deepseek-v2-lite.yaml"));
   EXPECT_EQ(moe.code(), ErrorCode::kUnsupported);
   EXPECT_NE(moe.message().find("layer 1 is a mixture of experts"), std::string::npos)
       << moe.message();
