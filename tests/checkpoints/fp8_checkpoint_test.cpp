@@ -27,22 +27,10 @@ namespace freezeframe {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::read_all;
 using testing::weight_fixtures;
 using Scales = Fp8Scheme::WeightScales;
 using Activations = Fp8Scheme::Activations;
-
-/// The whole tensor as `dtype`, read `chunk` rows at a time into a poisoned buffer.
-std::vector<std::byte> read_all(const WeightSource& source, const WeightTensor& t, DType dtype,
-                                std::int64_t chunk) {
-  const std::int64_t row_bytes = t.row_elements() * std::int64_t(size_of(dtype));
-  std::vector<std::byte> out(static_cast<std::size_t>(t.rows() * row_bytes), std::byte{0xAB});
-  for (std::int64_t first = 0; first < t.rows(); first += chunk) {
-    const std::int64_t n = std::min(chunk, t.rows() - first);
-    source.read_rows(t, first, n, dtype,
-                     {out.data() + first * row_bytes, std::size_t(n * row_bytes)});
-  }
-  return out;
-}
 
 std::vector<float> values(const SafetensorsFile& file, std::string_view name) {
   const SafetensorsTensor& t = file.tensor(name);

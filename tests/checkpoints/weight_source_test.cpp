@@ -32,24 +32,12 @@
 namespace freezeframe {
 namespace {
 
+using testing::read_all;
 using testing::weight_fixtures;
 using testing::weights_spec;
 
 std::unique_ptr<WeightSource> source_of(const std::string& checkpoint) {
   return WeightSource::open(read_checkpoint_config((weight_fixtures() / checkpoint).string()));
-}
-
-/// The whole tensor as `dtype`, read `chunk` rows at a time.
-std::vector<std::byte> read_all(const WeightSource& source, const WeightTensor& t, DType dtype,
-                                std::int64_t chunk = 1 << 30) {
-  const std::int64_t row_bytes = t.row_elements() * std::int64_t(size_of(dtype));
-  std::vector<std::byte> out(static_cast<std::size_t>(t.rows() * row_bytes), std::byte{0xAB});
-  for (std::int64_t first = 0; first < t.rows(); first += chunk) {
-    const std::int64_t n = std::min(chunk, t.rows() - first);
-    source.read_rows(t, first, n, dtype,
-                     {out.data() + first * row_bytes, std::size_t(n * row_bytes)});
-  }
-  return out;
 }
 
 std::vector<float> as_floats(const std::vector<std::byte>& bytes) {

@@ -1,11 +1,16 @@
 #pragma once
 // The checkpoint-weight fixtures (scripts/fixtures/make_weight_fixtures.py) and specs of their
-// models, for the weight source's tests.
+// models, for the weight source's tests, and a tensor read whole through read_rows.
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "freezeframe/checkpoints/checkpoint_config.h"
+#include "freezeframe/checkpoints/weight_source.h"
 #include "freezeframe/engine/spec/spec.h"
 
 namespace freezeframe::testing {
@@ -28,6 +33,19 @@ inline EngineSpec weights_spec(const std::string& checkpoint, const std::string&
                            "cuda_graphs:\n  mode: none\n";
   // Parsed as if it lay among the fixtures: the checkpoint path is relative to them.
   return parse_spec(yaml, (weight_fixtures() / "spec.yaml").string());
+}
+
+/// The whole tensor as `dtype`, read `chunk` rows at a time into a poisoned buffer.
+inline std::vector<std::byte> read_all(const WeightSource& source, const WeightTensor& t,
+                                       DType dtype, std::int64_t chunk = 1 << 30) {
+  const std::int64_t row_bytes = t.row_elements() * std::int64_t(size_of(dtype));
+  std::vector<std::byte> out(static_cast<std::size_t>(t.rows() * row_bytes), std::byte{0xAB});
+  for (std::int64_t first = 0; first < t.rows(); first += chunk) {
+    const std::int64_t n = std::min(chunk, t.rows() - first);
+    source.read_rows(t, first, n, dtype,
+                     {out.data() + first * row_bytes, std::size_t(n * row_bytes)});
+  }
+  return out;
 }
 
 }  // namespace freezeframe::testing
