@@ -36,12 +36,6 @@ const std::string_view kInspectUsage =
 
 namespace {
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 /// 1234 → "1234", 12345678 → "12.3 M", 3.2e9 → "3.20 G".
 std::string count_text(double n) {
   char text[32];

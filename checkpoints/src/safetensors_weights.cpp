@@ -16,14 +16,6 @@
 namespace freezeframe {
 namespace {
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  }
-  return text + "]";
-}
-
 /// The scale tensor's shape the scheme asks of a weight of `rows` × `cols`, as a list of
 /// acceptable shapes (a per-tensor scale is written [] or [1], per channel [rows] or
 /// [rows, 1]).

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <sstream>
 
 #include "freezeframe/base/error.h"
 #include "freezeframe/base/printable.h"
@@ -15,14 +14,6 @@ using E = ErrorCode;
 
 // Problems listed in one refusal; the rest are counted.
 constexpr std::size_t kMaxListed = 16;
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::ostringstream out;
-  out << '[';
-  for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << ']';
-  return out.str();
-}
 
 }  // namespace
 

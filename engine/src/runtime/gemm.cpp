@@ -1,6 +1,7 @@
 #include "runtime/gemm.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -35,20 +36,6 @@ void check_matrix(const TensorView& t, const char* what) {
       t.defined() ? t.describe() : std::string("nothing"));
 }
 
-/// cuBLASLt's descriptors, destroyed with the scope.
-struct LtMatmul {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulPreference_t preference = nullptr;
-  ~LtMatmul() {
-    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
-    for (cublasLtMatrixLayout_t l : {a, b, d}) {
-      if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
-    }
-    if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
-  }
-};
-
 /// The largest power of two, up to 256, that `p` is a multiple of (cuBLASLt's alignment
 /// preferences: an algorithm picked for better-aligned pointers may not run on these).
 std::uint32_t alignment(const void* p) {
@@ -66,6 +53,24 @@ void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t att
 
 }  // namespace
 
+/// cuBLASLt's descriptors and algorithm of one fp8 GEMM shape, destroyed with it.
+struct Gemm::Fp8Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  Fp8Plan() = default;
+  Fp8Plan(const Fp8Plan&) = delete;
+  Fp8Plan& operator=(const Fp8Plan&) = delete;
+  ~Fp8Plan() {
+    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
+    for (cublasLtMatrixLayout_t l : {a, b, d}) {
+      if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
+    }
+    if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
 Gemm::Gemm(const TensorView& workspace) : workspace_(workspace) {
   FF_CUBLAS_CHECK(cublasCreate(&handle_));
   try {
@@ -79,6 +84,7 @@ Gemm::Gemm(const TensorView& workspace) : workspace_(workspace) {
 }
 
 Gemm::~Gemm() {
+  fp8_plans_.clear();  // their descriptors before the handle
   if (lt_ != nullptr) cublasLtDestroy(lt_);
   if (handle_ != nullptr) cublasDestroy(handle_);
 }
@@ -131,30 +137,10 @@ void Gemm::linear_fp8(const TensorView& x, const float* x_scale, const TensorVie
            weight.describe(), " → y ", y.describe(), " over ", rows,
            " rows does not fit (fp8 operands, K and x's row stride multiples of 16, both scales)");
   if (rows == 0) return;
-  // As in linear(): column-major yᵀ [n, rows] = weight (col-major [k, n], transposed) · xᵀ
-  // (col-major [k, rows]), the "TN" layout cuBLASLt's fp8 GEMMs take. A's outer-vector scale
-  // has one value per row of yᵀ (the weight's channels), B's one per column (the tokens).
-  LtMatmul m;
-  FF_CUBLAS_CHECK(cublasLtMatmulDescCreate(&m.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
-  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
-  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
-                CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F);
-  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
-                CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F);
-  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, weight_scale);
-  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale);
-  FF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&m.a, CUDA_R_8F_E4M3, static_cast<std::uint64_t>(k),
-                                             static_cast<std::uint64_t>(n), k));
-  FF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&m.b, CUDA_R_8F_E4M3, static_cast<std::uint64_t>(k),
-                                             static_cast<std::uint64_t>(rows), x.stride(0)));
-  FF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&m.d, cuda_type(y.dtype()),
-                                             static_cast<std::uint64_t>(n),
-                                             static_cast<std::uint64_t>(rows), y.stride(0)));
   const auto workspace_bytes =
       workspace_.defined() ? static_cast<std::size_t>(workspace_.span_bytes()) : std::size_t{0};
-  // The heuristic's choice, once per shape and alignment (it costs host time every call
-  // otherwise; a replay makes no call at all).
+  // The descriptors and the heuristic's choice, made once per shape, strides, output and
+  // alignment (a step then only points them at its scales: nothing allocated per call).
   const Fp8Key key{n,
                    k,
                    rows,
@@ -165,35 +151,62 @@ void Gemm::linear_fp8(const TensorView& x, const float* x_scale, const TensorVie
                    alignment(weight.data()),
                    alignment(x.data()),
                    alignment(y.data())};
-  auto cached = fp8_algos_.find(key);
-  if (cached == fp8_algos_.end()) {
-    FF_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&m.preference));
-    FF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(m.preference,
-                                                         CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                         &workspace_bytes, sizeof workspace_bytes));
-    const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.weight_alignment},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.x_alignment},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.y_alignment},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.y_alignment}};
-    for (const auto& [attribute, bytes] : alignments) {
-      FF_CUBLAS_CHECK(
-          cublasLtMatmulPreferenceSetAttribute(m.preference, attribute, &bytes, sizeof bytes));
-    }
-    cublasLtMatmulHeuristicResult_t heuristic{};
-    int found = 0;
-    FF_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, m.desc, m.a, m.b, m.d, m.d, m.preference, 1,
-                                                   &heuristic, &found));
-    FF_CHECK(found > 0, ErrorCode::kUnsupported, "linear_fp8: cuBLASLt has no fp8 GEMM for ", n,
-             " x ", k, " weights over ", rows, " rows into ", name_of(y.dtype()),
-             beta != 0.0f ? " (adding to it)" : "");
-    cached = fp8_algos_.emplace(key, heuristic.algo).first;
+  auto cached = fp8_plans_.find(key);
+  if (cached == fp8_plans_.end()) {
+    cached = fp8_plans_.emplace(key, plan_fp8(key, workspace_bytes)).first;
   }
+  Fp8Plan& plan = *cached->second;
+  set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, weight_scale);
+  set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale);
   const float alpha = 1.0f;
-  FF_CUBLAS_CHECK(cublasLtMatmul(lt_, m.desc, &alpha, weight.data(), m.a, x.data(), m.b, &beta,
-                                 y.data(), m.d, y.data(), m.d, &cached->second,
+  FF_CUBLAS_CHECK(cublasLtMatmul(lt_, plan.desc, &alpha, weight.data(), plan.a, x.data(), plan.b,
+                                 &beta, y.data(), plan.d, y.data(), plan.d, &plan.algo,
                                  workspace_.defined() ? workspace_.data() : nullptr,
                                  workspace_bytes, stream));
+}
+
+std::unique_ptr<Gemm::Fp8Plan> Gemm::plan_fp8(const Fp8Key& key, std::size_t workspace_bytes) {
+  // As in linear(): column-major yᵀ [n, rows] = weight (col-major [k, n], transposed) · xᵀ
+  // (col-major [k, rows]), the "TN" layout cuBLASLt's fp8 GEMMs take. A's outer-vector scale
+  // has one value per row of yᵀ (the weight's channels), B's one per column (the tokens).
+  auto plan = std::make_unique<Fp8Plan>();
+  Fp8Plan& m = *plan;
+  const auto n = static_cast<std::uint64_t>(key.n), k = static_cast<std::uint64_t>(key.k);
+  const auto rows = static_cast<std::uint64_t>(key.rows);
+  FF_CUBLAS_CHECK(cublasLtMatmulDescCreate(&m.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F);
+  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F);
+  FF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&m.a, CUDA_R_8F_E4M3, k, n, key.k));
+  FF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&m.b, CUDA_R_8F_E4M3, k, rows, key.x_stride));
+  FF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&m.d, cuda_type(key.y_dtype), n, rows, key.y_stride));
+  FF_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&m.preference));
+  FF_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(m.preference,
+                                                       CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                       &workspace_bytes, sizeof workspace_bytes));
+  // The pointers' real alignment: an algorithm picked for better-aligned pointers (256 bytes
+  // unless told) may not run on a column slice.
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.weight_alignment},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.x_alignment},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.y_alignment},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.y_alignment}};
+  for (const auto& [attribute, bytes] : alignments) {
+    FF_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(m.preference, attribute, &bytes, sizeof bytes));
+  }
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  FF_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, m.desc, m.a, m.b, m.d, m.d, m.preference, 1,
+                                                 &heuristic, &found));
+  FF_CHECK(found > 0, ErrorCode::kUnsupported, "linear_fp8: cuBLASLt has no fp8 GEMM for ", key.n,
+           " x ", key.k, " weights over ", key.rows, " rows into ", name_of(key.y_dtype),
+           key.accumulate ? " (adding to it)" : "");
+  plan->algo = heuristic.algo;
+  return plan;
 }
 
 }  // namespace freezeframe

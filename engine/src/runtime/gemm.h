@@ -10,6 +10,7 @@
 #include <compare>
 #include <cstdint>
 #include <map>
+#include <memory>
 
 #include "freezeframe/core/tensor.h"
 
@@ -54,7 +55,10 @@ class Gemm {
     std::uint32_t weight_alignment, x_alignment, y_alignment;
     auto operator<=>(const Fp8Key&) const = default;
   };
-  std::map<Fp8Key, cublasLtMatmulAlgo_t> fp8_algos_;
+  /// An fp8 GEMM's descriptors and algorithm (gemm.cpp).
+  struct Fp8Plan;
+  [[nodiscard]] std::unique_ptr<Fp8Plan> plan_fp8(const Fp8Key& key, std::size_t workspace_bytes);
+  std::map<Fp8Key, std::unique_ptr<Fp8Plan>> fp8_plans_;
   TensorView workspace_;
   cudaStream_t stream_ = nullptr;
   bool stream_set_ = false;

@@ -1,8 +1,11 @@
 // quantize_rows_fp8: the per-token fp8 quantisation of a W8A8 projection's input. One CTA per
-// row: the row's largest magnitude, then the row times 448 / that, rounded to e4m3.
+// row: the row's largest magnitude (reduced through CUB), then the row times 448 / that,
+// rounded to e4m3.
 
 #include <cuda_fp8.h>
 
+#include <cub/block/block_reduce.cuh>
+#include <cuda/functional>
 #include <type_traits>
 
 #include "freezeframe/core/cuda_check.h"
@@ -29,19 +32,16 @@ struct QuantizeParams {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     quantize_rows_kernel(const __grid_constant__ QuantizeParams p) {
+  using BlockReduce = cub::BlockReduce<float, kThreads>;
+  __shared__ typename BlockReduce::TempStorage reduce_storage;
+  __shared__ float s_amax;
   const T* in = static_cast<const T*>(p.in) + blockIdx.x * p.in_stride;
   float amax = 0.0f;
   for (int c = threadIdx.x; c < p.width; c += kThreads) amax = fmaxf(amax, fabsf(to_float(in[c])));
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
-  }
-  __shared__ float warp_max[kThreads / kWarp];
-  if (threadIdx.x % kWarp == 0) warp_max[threadIdx.x / kWarp] = amax;
+  amax = BlockReduce(reduce_storage).Reduce(amax, ::cuda::maximum<>{});
+  if (threadIdx.x == 0) s_amax = amax;
   __syncthreads();
-  amax = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kThreads / kWarp; ++w) amax = fmaxf(amax, warp_max[w]);
+  amax = s_amax;
   // A row of zeros keeps a scale of 1 (its values are 0 whatever the scale).
   const float inv = amax > 0.0f ? kE4m3Max / amax : 1.0f;
   if (threadIdx.x == 0) p.scale[blockIdx.x] = amax > 0.0f ? amax / kE4m3Max : 1.0f;

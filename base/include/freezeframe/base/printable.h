@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,9 @@ inline constexpr std::size_t kEchoChars = 80;
 /// printable(text) in single quotes; when shortened, followed by the full length, e.g.
 /// "'aaaa…' (5242880 bytes)".
 [[nodiscard]] std::string quote(std::string_view text, std::size_t max_chars = kEchoChars);
+
+/// "[64, 32]": a tensor's shape as messages write it.
+[[nodiscard]] std::string shape_text(std::span<const std::int64_t> shape);
 
 /// "1.50 GiB", "512 B": bytes in the largest binary unit that keeps the number ≥ 1.
 [[nodiscard]] std::string format_bytes(std::int64_t bytes);
