@@ -216,7 +216,7 @@ file(READ ${SOURCE_DIR}/configs/llama-3.1-8b.yaml llama_yaml)
 string(REPLACE "model:\n" "model:\n  quantization: fp8\n" llama_fp8_yaml "${llama_yaml}")
 file(WRITE ${WORK_DIR}/llama-fp8.yaml "${llama_fp8_yaml}")
 check(RC 0 ARGS plan ${WORK_DIR}/llama-fp8.yaml --device-memory 141GiB
-      OUT "quantization: fp8 projections (per-channel weights, per-token inputs): weights 8.46 GiB, 6.49 GiB less than in bf16; kv capacity +53216 tokens (909744 in bf16)")
+      OUT "quantization: fp8 projections (per-channel weights, per-token inputs): weights 8.46 GiB, 6.49 GiB less than in bf16; kv capacity +54112 tokens (909744 in bf16)")
 
 # inspect: what a checkpoint holds, whether the engine could run its weights, every tensor read.
 set(weights ${SOURCE_DIR}/tests/fixtures/checkpoints/weights)

@@ -88,6 +88,14 @@ std::vector<TensorLifetime> activation_lifetimes(const ModelProgram& program, st
 
 namespace {
 
+/// A projection's input: rows in the model's dtype and/or, with fp8 projections, their fp8
+/// rows and scales (the GEMM reads those).
+struct ProjectionInput {
+  int rows = -1;
+  ops::Fp8Rows fp8;
+  [[nodiscard]] int gemm_rows() const { return fp8.defined() ? fp8.rows : rows; }
+};
+
 class ProgramBuilder {
  public:
   explicit ProgramBuilder(const EngineSpec& spec)
@@ -120,22 +128,41 @@ class ProgramBuilder {
     return weight(std::move(name), std::move(shape), layer,
                   model_.fp8_linear ? DType::kFp8E4M3 : model_.dtype);
   }
-  /// With fp8 projections, `x` (the input of `weights`, `width` wide) quantised per row by an
-  /// op of its own, and the weights' per-channel scales (placed after all of them, so a fused
-  /// GEMM's scales lie back to back as its weights do); none otherwise.
-  ops::Fp8Scales fp8_scales(int l, int& x, std::int64_t width, const std::vector<int>& weights) {
-    if (!model_.fp8_linear) return {};
-    const std::string name = p_.tensors[x].name;
+  /// The rows an op writes for a projection to read: `name`, `width` wide, in the model's
+  /// dtype; with fp8 projections the op writes them quantised instead (`name`_fp8 and a scale
+  /// per row, `name`_scale), and in the model's dtype as well only when `also_16_bit` (another
+  /// op reads them).
+  ProjectionInput projection_input(int l, const std::string& name, std::int64_t width,
+                                   bool also_16_bit = false) {
+    ProjectionInput in;
+    if (!model_.fp8_linear || also_16_bit) in.rows = tensor(name, width, l);
+    if (model_.fp8_linear) in.fp8 = fp8_rows(l, name, width);
+    return in;
+  }
+  ops::Fp8Rows fp8_rows(int l, const std::string& name, std::int64_t width) {
     // cuBLASLt's fp8 GEMMs read rows of whole 16-byte units.
     FF_CHECK(width % 16 == 0, ErrorCode::kInvalidArgument,
              "model.quantization: fp8 needs each projection's input to be a multiple of 16 wide on "
              "a rank; ",
              name, " is ", width);
-    const int q = tensor(name + "_fp8", width, l, TensorHome::kActivation, DType::kFp8E4M3);
-    const int scale = tensor(name + "_scale", 1, l, TensorHome::kActivation, DType::kF32);
-    op(l, ops::QuantizeRows{x, q, scale});
-    x = q;
-    ops::Fp8Scales s{scale, {}};
+    return {tensor(name + "_fp8", width, l, TensorHome::kActivation, DType::kFp8E4M3),
+            tensor(name + "_scale", 1, l, TensorHome::kActivation, DType::kF32)};
+  }
+  /// `x`, written by an op that cannot quantise it itself (attention), as a projection's input:
+  /// with fp8 projections, quantised per row by an op of its own.
+  ProjectionInput quantized(int l, int x, std::int64_t width) {
+    ProjectionInput in{x, {}};
+    if (!model_.fp8_linear) return in;
+    in.fp8 = fp8_rows(l, p_.tensors[x].name, width);
+    op(l, ops::QuantizeRows{x, in.fp8.rows, in.fp8.scale});
+    return in;
+  }
+  /// The scales of an fp8 GEMM of `in` by `weights`: the input's per row and the weights' per
+  /// channel (placed after all of them, so a fused GEMM's scales lie back to back as its
+  /// weights do); none without fp8 projections.
+  ops::Fp8Scales fp8_scales(int l, const ProjectionInput& in, const std::vector<int>& weights) {
+    if (!in.fp8.defined()) return {};
+    ops::Fp8Scales s{in.fp8.scale, {}};
     for (const int w : weights) {
       const ProgramWeight& matrix = p_.weights[w];
       const int index = weight(matrix.name + ".weight_scale", {matrix.shape[0]}, l, DType::kF32);
@@ -171,8 +198,8 @@ class ProgramBuilder {
   void moe_block(int l, int hidden);
   /// hidden += down(silu(gate(x)) · up(x)), `inter` wide on this rank: the weights named
   /// `weights` + "gate_proj", ..., the activations `tensors` + "gate_up", "mlp_act".
-  void gated_mlp(int l, int x, int hidden, const std::string& weights, const std::string& tensors,
-                 std::int64_t inter);
+  void gated_mlp(int l, const ProjectionInput& x, int hidden, const std::string& weights,
+                 const std::string& tensors, std::int64_t inter);
   /// hidden += out · W_oᵀ (out `width` wide), then the tensor-parallel sum.
   void o_proj(int l, int out, int hidden, std::int64_t width);
   std::string prefix(int l) const { return "layers." + std::to_string(l) + "."; }
@@ -243,15 +270,13 @@ void ProgramBuilder::attention_block(int l, int hidden) {
   const int positions = positions_;
   const LayerSpec& layer = model_.layers[l];
 
-  const int x = tensor(pre + "attn_in", h, l);
-  op(l, ops::RmsNorm{hidden, x, weight(pre + "input_layernorm", {h}, l)});
+  const ProjectionInput x = projection_input(l, pre + "attn_in", h);
+  op(l, ops::RmsNorm{hidden, x.rows, weight(pre + "input_layernorm", {h}, l), x.fp8});
   const int qkv = tensor(pre + "qkv", (heads + 2 * kv) * d, l);
   const std::vector<int> qkv_weights = {linear_weight(pre + "self_attn.q_proj", {heads * d, h}, l),
                                         linear_weight(pre + "self_attn.k_proj", {kv * d, h}, l),
                                         linear_weight(pre + "self_attn.v_proj", {kv * d, h}, l)};
-  int qkv_in = x;
-  const ops::Fp8Scales qkv_scales = fp8_scales(l, qkv_in, h, qkv_weights);
-  op(l, ops::QkvProj{{qkv_in, qkv, qkv_weights, qkv_scales}});
+  op(l, ops::QkvProj{{x.gemm_rows(), qkv, qkv_weights, fp8_scales(l, x, qkv_weights)}});
   if (model_.checkpoint && model_.checkpoint->qkv_bias) {
     op(l, ops::QkvBias{qkv, weight(pre + "self_attn.q_proj.bias", {heads * d}, l),
                        weight(pre + "self_attn.k_proj.bias", {kv * d}, l),
@@ -284,9 +309,8 @@ void ProgramBuilder::attention_block(int l, int hidden) {
 
 void ProgramBuilder::o_proj(int l, int out, int hidden, std::int64_t width) {
   const int w = linear_weight(prefix(l) + "self_attn.o_proj", {model_.hidden_size, width}, l);
-  int in = out;
-  const ops::Fp8Scales scales = fp8_scales(l, in, width, {w});
-  op(l, ops::OProjResidual{{in, hidden, w, scales}});
+  const ProjectionInput in = quantized(l, out, width);
+  op(l, ops::OProjResidual{{in.gemm_rows(), hidden, w, fp8_scales(l, in, {w})}});
   all_reduce(l, hidden);
 }
 
@@ -340,8 +364,9 @@ void ProgramBuilder::mla_block(int l, int hidden) {
 
 void ProgramBuilder::mlp_block(int l, int hidden) {
   const std::string pre = prefix(l);
-  const int x = tensor(pre + "mlp_in", model_.hidden_size, l);
-  op(l, ops::RmsNorm{hidden, x, weight(pre + "post_attention_layernorm", {model_.hidden_size}, l)});
+  const ProjectionInput x = projection_input(l, pre + "mlp_in", model_.hidden_size);
+  op(l, ops::RmsNorm{hidden, x.rows,
+                     weight(pre + "post_attention_layernorm", {model_.hidden_size}, l), x.fp8});
   gated_mlp(l, x, hidden, pre + "mlp.", pre,
             shard_.intermediate(model_.layers[l].intermediate_size));
   all_reduce(l, hidden);
@@ -352,17 +377,21 @@ void ProgramBuilder::moe_block(int l, int hidden) {
   const std::int64_t h = model_.hidden_size, e = moe.num_experts, k = moe.experts_per_token;
   const std::int64_t inter = shard_.intermediate(moe.intermediate_size);
   const std::string pre = prefix(l);
-  const int x = tensor(pre + "mlp_in", h, l);
-  op(l, ops::RmsNorm{hidden, x, weight(pre + "post_attention_layernorm", {h}, l)});
+  // The router reads the normed rows in the model's dtype; the shared experts' projections
+  // read them in fp8 with fp8 projections.
+  const bool shared = moe.num_shared_experts > 0;
+  const ProjectionInput x = shared ? projection_input(l, pre + "mlp_in", h, /*also_16_bit=*/true)
+                                   : ProjectionInput{tensor(pre + "mlp_in", h, l), {}};
+  op(l, ops::RmsNorm{hidden, x.rows, weight(pre + "post_attention_layernorm", {h}, l), x.fp8});
   // The shared experts: one MLP as wide as all of them, on every token.
-  if (moe.num_shared_experts > 0) {
+  if (shared) {
     gated_mlp(l, x, hidden, pre + "mlp.shared_experts.", pre + "shared_",
               shard_.intermediate(std::int64_t(moe.num_shared_experts) * moe.intermediate_size));
   }
   // The routed experts: every token's k rows, gathered by expert (static in shape: T · k rows
   // whatever the routing, so the step captures).
   ops::MoeExperts m{};
-  m.in = x;
+  m.in = x.rows;
   m.hidden = hidden;
   m.router_logits = tensor(pre + "router_logits", e, l, TensorHome::kActivation, DType::kF32);
   m.topk_ids = tensor(pre + "topk_ids", k, l, TensorHome::kActivation, DType::kI32);
@@ -382,22 +411,20 @@ void ProgramBuilder::moe_block(int l, int hidden) {
   all_reduce(l, hidden);
 }
 
-void ProgramBuilder::gated_mlp(int l, int x, int hidden, const std::string& weights,
-                               const std::string& tensors, std::int64_t inter) {
+void ProgramBuilder::gated_mlp(int l, const ProjectionInput& x, int hidden,
+                               const std::string& weights, const std::string& tensors,
+                               std::int64_t inter) {
   const std::int64_t h = model_.hidden_size;
   const std::string& pre = tensors;
   const int gate_up = tensor(pre + "gate_up", 2 * inter, l);
   const std::vector<int> gate_up_weights = {linear_weight(weights + "gate_proj", {inter, h}, l),
                                             linear_weight(weights + "up_proj", {inter, h}, l)};
-  int gate_up_in = x;
-  const ops::Fp8Scales gate_up_scales = fp8_scales(l, gate_up_in, h, gate_up_weights);
-  op(l, ops::GateUpProj{{gate_up_in, gate_up, gate_up_weights, gate_up_scales}});
-  const int act = tensor(pre + "mlp_act", inter, l);
-  op(l, ops::SiluAndMul{gate_up, act});
+  op(l,
+     ops::GateUpProj{{x.gemm_rows(), gate_up, gate_up_weights, fp8_scales(l, x, gate_up_weights)}});
+  const ProjectionInput act = projection_input(l, pre + "mlp_act", inter);
+  op(l, ops::SiluAndMul{gate_up, act.rows, act.fp8});
   const int down = linear_weight(weights + "down_proj", {h, inter}, l);
-  int down_in = act;
-  const ops::Fp8Scales down_scales = fp8_scales(l, down_in, inter, {down});
-  op(l, ops::DownProjResidual{{down_in, hidden, down, down_scales}});
+  op(l, ops::DownProjResidual{{act.gemm_rows(), hidden, down, fp8_scales(l, act, {down})}});
 }
 
 }  // namespace

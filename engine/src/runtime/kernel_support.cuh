@@ -37,6 +37,12 @@ __device__ __forceinline__ void store(T* p, const Pack<T, kN>& value) {
   *reinterpret_cast<Pack<T, kN>*>(p) = value;
 }
 
+// silu(gate) · up = gate / (1 + e^−gate) · up: for very negative gate the denominator is +inf
+// and the result −0, not NaN.
+__device__ __forceinline__ float silu_times(float gate, float up) {
+  return gate / (1.0f + expf(-gate)) * up;
+}
+
 // Elements per 16-byte access.
 template <typename T>
 constexpr int kVec16 = 16 / static_cast<int>(sizeof(T));

@@ -145,9 +145,7 @@ __global__ void silu_and_mul_kernel(const __grid_constant__ SiluParams p) {
     Pack<T, kVec> y;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      const float x = to_float(g.v[j]);
-      // x / (1 + e^-x): for very negative x the denominator is +inf and the result −0, not NaN.
-      y.v[j] = from_float<T>(x / (1.0f + expf(-x)) * to_float(v.v[j]));
+      y.v[j] = from_float<T>(silu_times(to_float(g.v[j]), to_float(v.v[j])));
     }
     store<T, kVec>(out + u * kVec, y);
   }

@@ -27,6 +27,20 @@ void embedding(const TensorView& table, const std::int32_t* token_ids, int rows,
 void rms_norm(const TensorView& in, const TensorView& weight, float eps, const TensorView& out,
               int rows, cudaStream_t stream);
 
+/// A W8A8 projection's input as an op writes it when the quantisation is fused into the op:
+/// rows [≥ rows, width] fp8_e4m3 with unit column stride, and a device f32 scale per row, as
+/// quantize_rows_fp8 writes them.
+struct Fp8RowsOut {
+  TensorView rows;
+  float* scale = nullptr;
+};
+
+/// rms_norm with its result quantised per row into `fp8` (the bytes and scales of rms_norm then
+/// quantize_rows_fp8, one kernel instead of two), and written to `out` as well when `out` is
+/// defined (another op reads it); weight of the model's dtype.
+void rms_norm_fp8(const TensorView& in, const TensorView& weight, float eps, const TensorView& out,
+                  const Fp8RowsOut& fp8, int rows, cudaStream_t stream);
+
 /// out[r, :] = rms_norm(in[row_index[r], :]) for r < rows (the last new token of each
 /// request, which the LM head reads); a row index of −1 (a padded request) or outside `in`
 /// gives a zero row. row_index is device memory [rows].
@@ -46,6 +60,11 @@ void rope_neox(const TensorView& qkv, const std::int64_t* positions, int rows, i
 /// out[r, i] = silu(gate_up[r, i]) · gate_up[r, I + i] for r < rows, i < I; gate_up [≥ rows,
 /// 2·I], out [≥ rows, I]; silu(x) = x / (1 + e^−x).
 void silu_and_mul(const TensorView& gate_up, const TensorView& out, int rows, cudaStream_t stream);
+
+/// silu_and_mul with its result quantised per row into `fp8` (the bytes and scales of
+/// silu_and_mul then quantize_rows_fp8), and written to `out` as well when it is defined.
+void silu_and_mul_fp8(const TensorView& gate_up, const TensorView& out, const Fp8RowsOut& fp8,
+                      int rows, cudaStream_t stream);
 
 /// The per-token fp8 quantisation of a W8A8 projection's input, for r < rows: scale[r] =
 /// max|in[r, :]| / 448 (1 for a row of zeros) and out[r, :] = in[r, :] · 448 / max|in[r, :]|

@@ -283,6 +283,12 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
   const ModelSpec& model = spec_.model;
   const float eps = model.rms_norm_eps;
   auto tensor = [&](int t) { return rows_of(t, rows); };
+  // An op's 16-bit output that only its fp8 rows may stand in for (-1: none).
+  auto optional_rows = [&](int t) { return t >= 0 ? rows_of(t, rows) : TensorView{}; };
+  auto fp8_rows = [&](const ops::Fp8Rows& f) {
+    return model_kernels::Fp8RowsOut{rows_of(f.rows, rows),
+                                     views_.tensors[f.scale].data_as<float>()};
+  };
   auto weight = [&](int w) -> const TensorView& { return views_.weights[w]; };
   // Only attention reads metadata: the ops around the layers have inputs of their own.
   const AttentionMetadata* md = op.layer >= 0 ? metadata[backend_of_layer_[op.layer]] : nullptr;
@@ -299,7 +305,12 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
     }
     case OpKind::kRmsNorm: {
       const auto& n = op.as<ops::RmsNorm>();
-      model_kernels::rms_norm(tensor(n.in), weight(n.weight), eps, tensor(n.out), rows, stream);
+      if (n.fp8.defined()) {
+        model_kernels::rms_norm_fp8(tensor(n.in), weight(n.weight), eps, optional_rows(n.out),
+                                    fp8_rows(n.fp8), rows, stream);
+      } else {
+        model_kernels::rms_norm(tensor(n.in), weight(n.weight), eps, tensor(n.out), rows, stream);
+      }
       return;
     }
     case OpKind::kQuantizeRows: {
@@ -359,7 +370,12 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
       return;
     case OpKind::kSiluAndMul: {
       const auto& m = op.as<ops::SiluAndMul>();
-      model_kernels::silu_and_mul(tensor(m.gate_up), tensor(m.act), rows, stream);
+      if (m.fp8.defined()) {
+        model_kernels::silu_and_mul_fp8(tensor(m.gate_up), optional_rows(m.act), fp8_rows(m.fp8),
+                                        rows, stream);
+      } else {
+        model_kernels::silu_and_mul(tensor(m.gate_up), tensor(m.act), rows, stream);
+      }
       return;
     }
     case OpKind::kMlaQProj: {

@@ -1,14 +1,17 @@
-// quantize_rows_fp8: the per-token fp8 quantisation of a W8A8 projection's input. One CTA per
-// row: the row's largest magnitude (reduced through CUB), then the row times 448 / that,
-// rounded to e4m3.
+// The per-row fp8 quantisation of a W8A8 projection's input, alone (quantize_rows_fp8: the
+// attention output before o_proj) or after SiLU·mul (silu_and_mul_fp8: the MLP's activation
+// before down_proj). One CTA per row: the row's values and their largest magnitude (reduced
+// through CUB), then the values again, times 448 / that, rounded to e4m3 (fp8_row_quant.cuh).
+// The values are computed twice rather than held: a row is up to 28k values, and the second
+// pass reads it from L1/L2.
 
 #include <cuda_fp8.h>
 
 #include <cub/block/block_reduce.cuh>
 #include <cuda/functional>
-#include <type_traits>
 
 #include "freezeframe/core/cuda_check.h"
+#include "runtime/fp8_row_quant.cuh"
 #include "runtime/kernel_support.cuh"
 #include "runtime/model_kernels.h"
 
@@ -17,72 +20,145 @@ namespace {
 
 using namespace detail;
 
-constexpr float kE4m3Max = 448.0f;
-constexpr int kThreads = 256;
-
-struct QuantizeParams {
+/// A row's values as they are: bf16, f16 or f32.
+struct PlainRows {
   const void* in;
-  std::int64_t in_stride;
-  __nv_fp8_e4m3* out;
-  std::int64_t out_stride;
-  float* scale;
-  int width;
+  std::int64_t stride;
+  template <typename T, int kVec>
+  __device__ __forceinline__ void values(int row, int unit, float (&y)[kVec]) const {
+    load_floats<T, kVec>(static_cast<const T*>(in) + row * stride + unit * kVec, y);
+  }
+  template <typename T, int kVec>
+  __device__ __forceinline__ void store(int, int, const float (&)[kVec]) const {}
 };
 
-template <typename T>
+/// silu(gate) · up, rounded to the model's dtype as silu_and_mul writes it, and written so
+/// when `out` is not null.
+struct SiluRows {
+  const void* gate_up;
+  std::int64_t stride;
+  int inter;
+  void* out;
+  std::int64_t out_stride;
+  template <typename T, int kVec>
+  __device__ __forceinline__ void values(int row, int unit, float (&y)[kVec]) const {
+    const T* gate = static_cast<const T*>(gate_up) + row * stride + unit * kVec;
+    const Pack<T, kVec> g = load<T, kVec>(gate);
+    const Pack<T, kVec> u = load<T, kVec>(gate + inter);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      y[j] = to_float(from_float<T>(silu_times(to_float(g.v[j]), to_float(u.v[j]))));
+    }
+  }
+  template <typename T, int kVec>
+  __device__ __forceinline__ void store(int row, int unit, const float (&y)[kVec]) const {
+    if (out != nullptr) {
+      store_floats<T, kVec>(static_cast<T*>(out) + row * out_stride + unit * kVec, y);
+    }
+  }
+};
+
+template <typename T, int kVec, int kThreads, class Rows>
 __global__ void __launch_bounds__(kThreads)
-    quantize_rows_kernel(const __grid_constant__ QuantizeParams p) {
+    quantize_rows_kernel(const __grid_constant__ Rows rows, const __grid_constant__ Fp8RowsParams q,
+                         int width) {
   using BlockReduce = cub::BlockReduce<float, kThreads>;
   __shared__ typename BlockReduce::TempStorage reduce_storage;
   __shared__ float s_amax;
-  const T* in = static_cast<const T*>(p.in) + blockIdx.x * p.in_stride;
+  const int row = blockIdx.x;
+  const int units = width / kVec;
   float amax = 0.0f;
-  for (int c = threadIdx.x; c < p.width; c += kThreads) amax = fmaxf(amax, fabsf(to_float(in[c])));
-  amax = BlockReduce(reduce_storage).Reduce(amax, ::cuda::maximum<>{});
-  if (threadIdx.x == 0) s_amax = amax;
-  __syncthreads();
-  amax = s_amax;
-  // A row of zeros keeps a scale of 1 (its values are 0 whatever the scale).
-  const float inv = amax > 0.0f ? kE4m3Max / amax : 1.0f;
-  if (threadIdx.x == 0) p.scale[blockIdx.x] = amax > 0.0f ? amax / kE4m3Max : 1.0f;
-  __nv_fp8_e4m3* out = p.out + blockIdx.x * p.out_stride;
-  for (int c = threadIdx.x; c < p.width; c += kThreads) {
-    out[c] = __nv_fp8_e4m3(to_float(in[c]) * inv);  // nearest even, saturating to ±448
+  for (int u = threadIdx.x; u < units; u += kThreads) {
+    float y[kVec];
+    rows.template values<T, kVec>(row, u, y);
+    rows.template store<T, kVec>(row, u, y);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) amax = fmaxf(amax, fabsf(y[j]));
   }
+  amax = BlockReduce(reduce_storage).Reduce(amax, ::cuda::maximum<>{});
+  if (threadIdx.x == 0) {
+    s_amax = amax;
+    q.scale[row] = fp8_row_scale(amax);
+  }
+  __syncthreads();
+  const float multiplier = fp8_row_multiplier(s_amax);
+  __nv_fp8_e4m3* out = q.rows + row * q.stride;
+  for (int u = threadIdx.x; u < units; u += kThreads) {
+    float y[kVec];
+    rows.template values<T, kVec>(row, u, y);
+    store_fp8<kVec>(out + u * kVec, y, multiplier);
+  }
+}
+
+// CTA size as the norm's: few rows get big CTAs (a row's latency is then the step's), many get
+// 256 threads; never more threads than packs, down to 128.
+template <typename T, int kVec, class Rows>
+void launch_quantize_rows(const Rows& r, const Fp8RowsParams& q, int width, int rows,
+                          cudaStream_t stream) {
+  const int units = width / kVec;
+  int threads = rows < 256 ? 1024 : 256;
+  while (threads > 128 && threads / 2 >= units) threads /= 2;
+  switch (threads) {
+    case 1024: quantize_rows_kernel<T, kVec, 1024><<<rows, 1024, 0, stream>>>(r, q, width); break;
+    case 512: quantize_rows_kernel<T, kVec, 512><<<rows, 512, 0, stream>>>(r, q, width); break;
+    case 256: quantize_rows_kernel<T, kVec, 256><<<rows, 256, 0, stream>>>(r, q, width); break;
+    default: quantize_rows_kernel<T, kVec, 128><<<rows, 128, 0, stream>>>(r, q, width); break;
+  }
+  FF_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 void quantize_rows_fp8(const TensorView& in, const TensorView& out, float* scale, int rows,
                        cudaStream_t stream) {
-  using E = ErrorCode;
   constexpr const char* fn = "quantize_rows_fp8";
   check_rows_arg(fn, "rows", rows);
   const std::int64_t width = check_matrix(fn, "in", in, rows, false, true);
-  FF_CHECK(out.defined() && out.is_cuda() && out.dim() == 2 && out.dtype() == DType::kFp8E4M3 &&
-               out.size(1) == width && out.size(0) >= rows && out.stride(1) == 1 &&
-               out.stride(0) >= width,
-           E::kInvalidArgument, fn, ": out must be a device fp8_e4m3 matrix [≥ ", rows, ", ", width,
-           "] with unit column stride, got ", describe(out));
-  FF_CHECK(scale != nullptr || rows == 0, E::kInvalidArgument, fn, ": needs a scale per row");
+  const Fp8RowsParams q = check_fp8_rows(fn, {out, scale}, rows, width);
   if (rows == 0) return;
-  QuantizeParams p{};
-  p.in = in.data();
-  p.in_stride = in.stride(0);
-  p.out = static_cast<__nv_fp8_e4m3*>(out.data());
-  p.out_stride = out.stride(0);
-  p.scale = scale;
-  p.width = static_cast<int>(width);
-  dispatch_f32_or(in.dtype(), TypeTag<__nv_bfloat16>{}, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, float>) {
-      quantize_rows_kernel<float><<<rows, kThreads, 0, stream>>>(p);
-    } else if (in.dtype() == DType::kF16) {
-      quantize_rows_kernel<__half><<<rows, kThreads, 0, stream>>>(p);
+  const PlainRows r{in.data(), in.stride(0)};
+  auto launch = [&]<typename T>(TypeTag<T>) {
+    constexpr int kVec = kVec16<T>;
+    if (rows_vectorizable(in, width, kVec) && fp8_rows_vectorizable(q, kVec)) {
+      launch_quantize_rows<T, kVec>(r, q, static_cast<int>(width), rows, stream);
     } else {
-      quantize_rows_kernel<__nv_bfloat16><<<rows, kThreads, 0, stream>>>(p);
+      launch_quantize_rows<T, 1>(r, q, static_cast<int>(width), rows, stream);
     }
-    FF_CHECK_LAUNCH();
+  };
+  if (in.dtype() == DType::kF32) return launch(TypeTag<float>{});
+  dispatch_model_dtype(in.dtype(), launch);
+}
+
+void silu_and_mul_fp8(const TensorView& gate_up, const TensorView& out, const Fp8RowsOut& fp8,
+                      int rows, cudaStream_t stream) {
+  using E = ErrorCode;
+  constexpr const char* fn = "silu_and_mul_fp8";
+  check_rows_arg(fn, "rows", rows);
+  const std::int64_t width = check_matrix(fn, "gate_up", gate_up, rows, false);
+  FF_CHECK(width % 2 == 0, E::kInvalidArgument, fn, ": gate_up ", gate_up.describe(),
+           " must hold gate and up side by side (an even width)");
+  const std::int64_t inter = width / 2;
+  if (out.defined()) {
+    FF_CHECK(check_matrix(fn, "out", out, rows, true) == inter, E::kInvalidArgument, fn,
+             ": gate_up ", gate_up.describe(), " must be twice as wide as out ", out.describe());
+    check_same(fn, gate_up, "gate_up", out, "out");
+  }
+  const Fp8RowsParams q = check_fp8_rows(fn, fp8, rows, inter);
+  if (rows == 0) return;
+  const SiluRows r{gate_up.data(), gate_up.stride(0), static_cast<int>(inter),
+                   out.defined() ? out.data() : nullptr, out.defined() ? out.stride(0) : 0};
+  dispatch_model_dtype(gate_up.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int kVec = kVec16<T>;
+    // inter % kVec keeps the up half's packs aligned as well.
+    const bool vector = rows_vectorizable(gate_up, width, kVec) && inter % kVec == 0 &&
+                        (!out.defined() || rows_vectorizable(out, inter, kVec)) &&
+                        fp8_rows_vectorizable(q, kVec);
+    if (vector) {
+      launch_quantize_rows<T, kVec>(r, q, static_cast<int>(inter), rows, stream);
+    } else {
+      launch_quantize_rows<T, 1>(r, q, static_cast<int>(inter), rows, stream);
+    }
   });
 }
 

@@ -86,23 +86,48 @@ TEST(ModelProgram, Fp8ProjectionsHalveTheirWeightsAndQuantiseTheirInputs) {
   const std::int64_t per_layer =
       218'103'808 + 4 * std::int64_t(4096 + 2 * 1024 + 4096 + 2 * 14336 + 4096) + 2 * 2 * 4096;
   EXPECT_EQ(program.weight_bytes(), 32 * per_layer + 2 * (2 * std::int64_t(128256) * 4096 + 4096));
-  // Four quantise ops more per layer, each right before the projection that reads its output.
-  EXPECT_EQ(program.ops.size(), 1u + 32u * 14u + 3u);
-  int quantize = 0;
-  for (std::size_t i = 0; i < program.ops.size(); ++i) {
-    const ProgramOp& op = program.ops[i];
-    if (op.kind() != OpKind::kQuantizeRows) continue;
-    ++quantize;
-    const auto& q = op.as<ops::QuantizeRows>();
-    EXPECT_EQ(program.tensors[q.out].dtype, DType::kFp8E4M3);
-    EXPECT_EQ(program.tensors[q.scale].dtype, DType::kF32);
-    EXPECT_EQ(program.tensors[q.scale].width, 1);
+  // The norms and SiLU·mul write their rows in fp8 (with a scale per row) for the projection
+  // right after them, and nothing in 16 bits; attention's output is quantised by an op of its
+  // own before o_proj: one op more per layer.
+  EXPECT_EQ(program.ops.size(), 1u + 32u * 11u + 3u);
+  auto expect_fp8_rows_read_next = [&](std::size_t i, int rows, int scale) {
+    EXPECT_EQ(program.tensors[rows].dtype, DType::kFp8E4M3);
+    EXPECT_EQ(program.tensors[scale].dtype, DType::kF32);
+    EXPECT_EQ(program.tensors[scale].width, 1);
     ASSERT_LT(i + 1, program.ops.size());
     const ProgramOp& next = program.ops[i + 1];
-    EXPECT_EQ(next.reads.front(), q.out) << to_string(next.kind()) << " reads the fp8 copy";
-    EXPECT_NE(std::find(next.reads.begin(), next.reads.end(), q.scale), next.reads.end());
+    EXPECT_EQ(next.reads.front(), rows) << to_string(next.kind()) << " reads the fp8 rows";
+    EXPECT_NE(std::find(next.reads.begin(), next.reads.end(), scale), next.reads.end());
+  };
+  int quantize = 0, fused = 0;
+  for (std::size_t i = 0; i < program.ops.size(); ++i) {
+    const ProgramOp& op = program.ops[i];
+    if (op.kind() == OpKind::kQuantizeRows) {
+      ++quantize;
+      const auto& q = op.as<ops::QuantizeRows>();
+      EXPECT_EQ(program.tensors[q.in].name, "layers." + std::to_string(op.layer) + ".attn_out");
+      expect_fp8_rows_read_next(i, q.out, q.scale);
+    } else if (op.kind() == OpKind::kRmsNorm) {
+      const auto& n = op.as<ops::RmsNorm>();
+      EXPECT_EQ(n.out, -1) << "only the fp8 rows are read";
+      ASSERT_TRUE(n.fp8.defined());
+      ++fused;
+      expect_fp8_rows_read_next(i, n.fp8.rows, n.fp8.scale);
+    } else if (op.kind() == OpKind::kSiluAndMul) {
+      const auto& m = op.as<ops::SiluAndMul>();
+      EXPECT_EQ(m.act, -1) << "only the fp8 rows are read";
+      ASSERT_TRUE(m.fp8.defined());
+      ++fused;
+      expect_fp8_rows_read_next(i, m.fp8.rows, m.fp8.scale);
+    }
   }
-  EXPECT_EQ(quantize, 4 * 32);
+  EXPECT_EQ(quantize, 32);
+  EXPECT_EQ(fused, 3 * 32);
+  for (const ProgramTensor& t : program.tensors) {
+    EXPECT_FALSE(t.name.ends_with(".attn_in") || t.name.ends_with(".mlp_in") ||
+                 t.name.ends_with(".mlp_act"))
+        << t.name << " is written only in fp8";
+  }
   // Each fp8 weight has its scales, right after the weights of its GEMM, in their order.
   for (const ProgramWeight& w : program.weights) {
     if (w.scales_of < 0) continue;
@@ -112,7 +137,7 @@ TEST(ModelProgram, Fp8ProjectionsHalveTheirWeightsAndQuantiseTheirInputs) {
     EXPECT_EQ(w.dtype, DType::kF32);
     EXPECT_EQ(w.shape, std::vector<std::int64_t>{m.shape[0]});
   }
-  const auto& qkv = program.ops[3].as<ops::QkvProj>();
+  const auto& qkv = program.ops[2].as<ops::QkvProj>();
   ASSERT_EQ(qkv.fp8.weight_scales.size(), 3u);
   EXPECT_EQ(qkv.fp8.weight_scales[1], qkv.fp8.weight_scales[0] + 1);
   EXPECT_EQ(program.weights[qkv.weights[0]].name, "layers.0.self_attn.q_proj");

@@ -1,8 +1,9 @@
 // W8A8 projections (model.quantization fp8) on the GPU: quantize_rows_fp8 gives the bytes and
 // scales the host's quantize_rows_to_fp8 does (the weights' quantisation at load) for bf16 and
-// f32 inputs, strided rows and a row of zeros; Gemm::linear_fp8 matches the double-precision
-// product of the dequantised operands at Llama-3.1-8B's projection shapes, into bf16 and into
-// an f32 residual (beta 1), and its graph replay equals the eager GEMM bit for bit.
+// f32 inputs, strided rows and a row of zeros; the norm and SiLU·mul with the quantisation
+// fused give the bytes of the two kernels run in turn; Gemm::linear_fp8 matches the
+// double-precision product of the dequantised operands at Llama-3.1-8B's projection shapes, into
+// bf16 and into an f32 residual (beta 1), and its graph replay equals the eager GEMM bit for bit.
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -98,6 +99,115 @@ TEST(Fp8Linear, QuantizeRowsGivesTheHostsBytesAndScales) {
     EXPECT_EQ(got_scales[9], 2000.0f / 448.0f);
     EXPECT_EQ(std::memcmp(out.data(), want.q.data(), out.bytes()), 0);
   }
+}
+
+/// Bytes of a device tensor, for comparing outputs bit for bit.
+std::vector<std::uint8_t> bytes_of(const TensorView& t) {
+  std::vector<std::uint8_t> v(static_cast<std::size_t>(t.span_bytes()));
+  FF_CUDA_CHECK(cudaMemcpy(v.data(), t.data(), v.size(), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+/// Fresh fp8 rows and scales, poisoned (NaN bytes, NaN scales) so unwritten ones show.
+struct PoisonedFp8Rows {
+  testing::DeviceTensor rows;
+  DeviceBuffer scales;
+  PoisonedFp8Rows(std::int64_t n, std::int64_t width) : scales(n * sizeof(float)) {
+    HostTensor q(DType::kFp8E4M3, {n, width});
+    q.fill_bytes(0x7F);
+    rows = upload(q);
+    FF_CUDA_CHECK(cudaMemset(scales.data(), 0xFF, n * sizeof(float)));
+  }
+  model_kernels::Fp8RowsOut out() { return {rows.view, static_cast<float*>(scales.data())}; }
+  std::vector<float> got_scales() const {
+    return download_floats(scales.data(), rows.view.size(0));
+  }
+};
+
+struct FusedCase {
+  std::int64_t rows, width;
+  DType in;
+  const char* name;
+};
+
+TEST(Fp8Linear, FusedNormAndSiluQuantiseAsTheTwoKernelsDo) {
+  FF_REQUIRE_GPU();
+  std::mt19937 rng(17);
+  for (const FusedCase c : {FusedCase{3, 4096, DType::kBF16, "a few rows, 1024-thread CTAs"},
+                            FusedCase{300, 4096, DType::kF32, "many rows, an f32 residual"},
+                            FusedCase{5, 100, DType::kBF16, "a width not of whole packs"}}) {
+    SCOPED_TRACE(c.name);
+    const std::int64_t n = c.rows, w = c.width;
+    // RMS norm: rms_norm then quantize_rows_fp8, against rms_norm_fp8 with and without its
+    // 16-bit output.
+    HostTensor in(c.in, {n, w}), weight(DType::kBF16, {w});
+    fill_normal(in, rng, 2.0f);
+    fill_normal(weight, rng, 1.0f);
+    for (std::int64_t i = 0; i < w; ++i) in.set(i, 0.0f);  // row 0: zeros (scale 1)
+    const testing::DeviceTensor d_in = upload(in), d_weight = upload(weight);
+    HostTensor poison(DType::kBF16, {n, w});
+    poison.fill_bytes(0xFF);
+    testing::DeviceTensor normed = upload(poison), fused_normed = upload(poison);
+    PoisonedFp8Rows want(n, w), fused(n, w), fused_alone(n, w);
+    const int rows = static_cast<int>(n);
+    model_kernels::rms_norm(d_in.view, d_weight.view, 1e-5f, normed.view, rows, nullptr);
+    model_kernels::quantize_rows_fp8(normed.view, want.rows.view,
+                                     static_cast<float*>(want.scales.data()), rows, nullptr);
+    model_kernels::rms_norm_fp8(d_in.view, d_weight.view, 1e-5f, fused_normed.view, fused.out(),
+                                rows, nullptr);
+    model_kernels::rms_norm_fp8(d_in.view, d_weight.view, 1e-5f, TensorView(), fused_alone.out(),
+                                rows, nullptr);
+    FF_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(bytes_of(fused_normed.view), bytes_of(normed.view));
+    EXPECT_EQ(bytes_of(fused.rows.view), bytes_of(want.rows.view));
+    EXPECT_EQ(bytes_of(fused_alone.rows.view), bytes_of(want.rows.view));
+    EXPECT_EQ(fused.got_scales(), want.got_scales());
+    EXPECT_EQ(fused_alone.got_scales(), want.got_scales());
+    EXPECT_EQ(want.got_scales()[0], 1.0f);
+
+    // SiLU·mul: gate and up side by side, `w` wide each.
+    HostTensor gate_up(DType::kBF16, {n, 2 * w});
+    fill_normal(gate_up, rng, 3.0f);
+    const testing::DeviceTensor d_gate_up = upload(gate_up);
+    testing::DeviceTensor act = upload(poison), fused_act = upload(poison);
+    PoisonedFp8Rows want_act(n, w), fused_q(n, w), fused_q_alone(n, w);
+    model_kernels::silu_and_mul(d_gate_up.view, act.view, rows, nullptr);
+    model_kernels::quantize_rows_fp8(act.view, want_act.rows.view,
+                                     static_cast<float*>(want_act.scales.data()), rows, nullptr);
+    model_kernels::silu_and_mul_fp8(d_gate_up.view, fused_act.view, fused_q.out(), rows, nullptr);
+    model_kernels::silu_and_mul_fp8(d_gate_up.view, TensorView(), fused_q_alone.out(), rows,
+                                    nullptr);
+    FF_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(bytes_of(fused_act.view), bytes_of(act.view));
+    EXPECT_EQ(bytes_of(fused_q.rows.view), bytes_of(want_act.rows.view));
+    EXPECT_EQ(bytes_of(fused_q_alone.rows.view), bytes_of(want_act.rows.view));
+    EXPECT_EQ(fused_q.got_scales(), want_act.got_scales());
+    EXPECT_EQ(fused_q_alone.got_scales(), want_act.got_scales());
+  }
+}
+
+TEST(Fp8Linear, FusedQuantisationRefusesWhatItCannotWrite) {
+  FF_REQUIRE_GPU();
+  std::mt19937 rng(19);
+  HostTensor in(DType::kBF16, {4, 64}), weight(DType::kBF16, {64});
+  fill_normal(in, rng);
+  fill_normal(weight, rng);
+  const testing::DeviceTensor d_in = upload(in), d_weight = upload(weight);
+  PoisonedFp8Rows narrow(4, 32), few(2, 64);
+  EXPECT_THROW(model_kernels::rms_norm_fp8(d_in.view, d_weight.view, 1e-5f, TensorView(),
+                                           narrow.out(), 4, nullptr),
+               Error);
+  EXPECT_THROW(model_kernels::rms_norm_fp8(d_in.view, d_weight.view, 1e-5f, TensorView(), few.out(),
+                                           4, nullptr),
+               Error);
+  EXPECT_THROW(model_kernels::rms_norm_fp8(d_in.view, d_weight.view, 1e-5f, d_in.view,
+                                           PoisonedFp8Rows(4, 64).out(), 4, nullptr),
+               Error)
+      << "in place: the fp8 pass would read the overwritten rows";
+  EXPECT_THROW(model_kernels::silu_and_mul_fp8(d_in.view, TensorView(),
+                                               PoisonedFp8Rows(4, 64).out(), 4, nullptr),
+               Error)
+      << "SiLU·mul's rows are half as wide as gate_up";
 }
 
 struct Case {

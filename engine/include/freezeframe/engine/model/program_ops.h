@@ -12,7 +12,7 @@ namespace freezeframe {
 
 enum class OpKind {
   kEmbedding,         ///< hidden = embed_tokens[token_ids]
-  kRmsNorm,           ///< out = rms_norm(in) · weight
+  kRmsNorm,           ///< out = rms_norm(in) · weight (and/or its fp8 rows, Fp8Rows)
   kQuantizeRows,      ///< out = fp8(in / scale), scale = max|row| / 448 per row (W8A8 inputs)
   kQkvProj,           ///< qkv = x · W_qkvᵀ   [T, (H + 2·KV)·D]
   kQkvBias,           ///< qkv += (b_q, b_k, b_v), each row
@@ -21,7 +21,7 @@ enum class OpKind {
   kAttention,         ///< out = attention(q, cache) through the layer's backend
   kOProjResidual,     ///< hidden += attn_out · W_oᵀ
   kGateUpProj,        ///< gate_up = x · W_gate_upᵀ   [T, 2·I]
-  kSiluAndMul,        ///< act = silu(gate) · up   [T, I]
+  kSiluAndMul,        ///< act = silu(gate) · up   [T, I] (and/or its fp8 rows, Fp8Rows)
   kDownProjResidual,  ///< hidden += act · W_downᵀ
   /// hidden += Σ over each token's top-k experts of weight · expert(x) (a MoE layer's routed
   /// experts; planned, not yet run)
@@ -61,10 +61,27 @@ struct Embedding {
   int token_ids, hidden, table;
   [[nodiscard]] OpAccess access() const { return {{token_ids}, {hidden}, {table}}; }
 };
+/// With fp8 projections, an op's output rows quantised by the op itself for the projection
+/// that reads them (the quantisation fused into the norm or SiLU·mul before it): fp8 rows and a
+/// scale per row (max|row| / 448, as QuantizeRows writes them).
+struct Fp8Rows {
+  int rows = -1, scale = -1;
+  [[nodiscard]] bool defined() const { return rows >= 0; }
+  void add_writes(OpAccess& a) const {
+    if (defined()) a.writes.insert(a.writes.end(), {rows, scale});
+  }
+};
+/// `out` is -1 where only the fp8 rows are read.
 struct RmsNorm {
   static constexpr OpKind kKind = OpKind::kRmsNorm;
   int in, out, weight;
-  [[nodiscard]] OpAccess access() const { return {{in}, {out}, {weight}}; }
+  Fp8Rows fp8 = {};
+  [[nodiscard]] OpAccess access() const {
+    OpAccess a{{in}, {}, {weight}};
+    if (out >= 0) a.writes.push_back(out);
+    fp8.add_writes(a);
+    return a;
+  }
 };
 /// An fp8 copy of `in` and each row's scale, for the fp8 projection that reads it.
 struct QuantizeRows {
@@ -73,7 +90,8 @@ struct QuantizeRows {
   [[nodiscard]] OpAccess access() const { return {{in}, {out, scale}, {}}; }
 };
 /// With fp8 projections (model.quantization: fp8), what scales an fp8 GEMM's operands: its
-/// input's per-row scales (a QuantizeRows op's) and each weight's per-output-channel scales.
+/// input's per-row scales (a QuantizeRows op's or an Fp8Rows') and each weight's
+/// per-output-channel scales.
 struct Fp8Scales {
   int in_scale = -1;
   std::vector<int> weight_scales;  ///< one per weight, in the weights' order
@@ -146,10 +164,17 @@ struct OProjResidual : ResidualProjection {
 struct DownProjResidual : ResidualProjection {
   static constexpr OpKind kKind = OpKind::kDownProjResidual;
 };
+/// `act` is -1 where only the fp8 rows are read.
 struct SiluAndMul {
   static constexpr OpKind kKind = OpKind::kSiluAndMul;
   int gate_up, act;
-  [[nodiscard]] OpAccess access() const { return {{gate_up}, {act}, {}}; }
+  Fp8Rows fp8 = {};
+  [[nodiscard]] OpAccess access() const {
+    OpAccess a{{gate_up}, {}, {}};
+    if (act >= 0) a.writes.push_back(act);
+    fp8.add_writes(a);
+    return a;
+  }
 };
 /// A MoE layer's routed experts: the router's logits (f32 [T, E]), each token's top-k experts
 /// and their weights ([T, k]), the tokens gathered by expert ([T·k, hidden]), the experts'
