@@ -49,17 +49,19 @@ std::string count_text(double n) {
   return text;
 }
 
-/// The model program a spec naming `path` as its checkpoint (with its own weights) builds.
-ModelProgram program_of(const std::string& path) {
+/// The model program a spec naming `path` as its checkpoint (with its own weights) builds, on
+/// the reference backends (whose checks are the model's, not a kernel's).
+ModelProgram program_of(const std::string& path, const CheckpointConfig& config) {
   std::string quoted = "'";  // a YAML single-quoted scalar: a quote is written twice
   for (const char c : std::filesystem::absolute(path).string()) {
     quoted += c == '\'' ? std::string("''") : std::string(1, c);
   }
   quoted += "'";
-  const EngineSpec spec = parse_written_spec("model:\n  checkpoint: " + quoted +
-                                                 "\n  builtin_weights: false\n"
-                                                 "  attention:\n    backend: reference\n",
-                                             path);
+  const EngineSpec spec =
+      parse_written_spec("model:\n  checkpoint: " + quoted +
+                             "\n  builtin_weights: false\n  attention:\n    backend: " +
+                             (config.mla ? "reference_mla" : "reference") + "\n",
+                         path);
   return build_model_program(spec);
 }
 
@@ -121,6 +123,28 @@ int run_inspect(Args args) {
               config.rms_norm_eps, config.tie_word_embeddings ? "yes" : "no",
               config.qkv_bias ? "yes" : "no");
 
+  if (config.mla) {
+    const CheckpointMla& m = *config.mla;
+    std::printf(
+        "latent attention: kv_lora_rank %d, q_lora_rank %d, head parts %d + %d (rope), "
+        "v %d\n",
+        m.kv_lora_rank, m.q_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim);
+  }
+  if (config.moe) {
+    const CheckpointMoe& e = *config.moe;
+    std::printf("experts: %d of %d, %d a token, %d shared, from layer %d on; weights x %g",
+                e.num_experts, e.intermediate_size, e.experts_per_token, e.num_shared_experts,
+                e.first_dense_layers, e.routed_scaling_factor);
+    if (e.num_groups > 1)
+      std::printf(", from the best %d of %d groups", e.top_groups, e.num_groups);
+    std::printf("\n");
+  }
+  if (config.yarn_rope_scaling) {
+    const YarnRopeScaling& y = *config.yarn_rope_scaling;
+    std::printf("rope scaling: YaRN, factor %g over %lld positions (beta %g/%g, mscale %g/%g)\n",
+                y.factor, static_cast<long long>(y.original_max_position_embeddings), y.beta_fast,
+                y.beta_slow, y.mscale, y.mscale_all_dim);
+  }
   if (config.fp8) {
     std::printf("quantization: %s; read dequantised to the model's dtype\n",
                 describe(*config.fp8).c_str());
@@ -155,7 +179,7 @@ int run_inspect(Args args) {
   // Would the engine run these weights? The program of this config against the tensors.
   int failures = 0;
   try {
-    const ModelProgram program = program_of(path);
+    const ModelProgram program = program_of(path, config);
     const std::size_t matched = match_weights(*source, program).size();
     std::printf("the model program's %zu weights: all present, shaped as it needs, read\n",
                 matched);

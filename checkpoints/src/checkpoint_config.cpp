@@ -29,6 +29,7 @@ constexpr std::array kArchitectures = {
     Architecture{"LlamaForCausalLM", "llama", "llama", ModelFamily::kLlama},
     Architecture{"MistralForCausalLM", "mistral", "", ModelFamily::kMistral},
     Architecture{"Qwen2ForCausalLM", "qwen2", "qwen2", ModelFamily::kQwen2},
+    Architecture{"DeepseekV2ForCausalLM", "deepseek_v2", "", ModelFamily::kDeepseekV2},
 };
 
 }  // namespace
@@ -107,6 +108,7 @@ std::string_view to_string(ModelFamily family) {
     case ModelFamily::kLlama: return "llama";
     case ModelFamily::kMistral: return "mistral";
     case ModelFamily::kQwen2: return "qwen2";
+    case ModelFamily::kDeepseekV2: return "deepseek_v2";
   }
   return "unknown";
 }

@@ -35,6 +35,13 @@ void read_hf_config(const std::string& file, CheckpointConfig& config,
 /// Reads config.json's quantization_config (in `root`) into config.fp8: the fp8 schemes of
 /// compressed-tensors and of the "fp8" method; any other method is a problem.
 void read_quantization(JsonFields& j, const JsonValue& root, CheckpointConfig& config);
+/// Reads DeepSeek-V2's latent attention and experts from config.json (`root`) into config.mla
+/// and config.moe (and the head size they imply).
+void read_deepseek_v2(JsonFields& j, const JsonValue& root, CheckpointConfig& config);
+/// Reads a rope_scaling of type "yarn" (`map`, named `base` in problems) into
+/// config.yarn_rope_scaling.
+void read_yarn_scaling(JsonFields& j, const JsonValue& map, const std::string& base,
+                       CheckpointConfig& config);
 /// Reads generation_config.json (`file`): its eos_token_id (one id or a list) joins the
 /// config's stop tokens.
 void read_hf_generation_config(const std::string& file, CheckpointConfig& config,

@@ -1,7 +1,8 @@
 // A Hugging Face config.json read into a CheckpointConfig. The JSON is parsed as JSON (see
 // json_value.h): a repeated key keeps its last value, as Python's json and so transformers do,
 // and each problem names the file, the line, the column and the field. Defaults are those of
-// the transformers config classes; fields these families do not have are ignored.
+// the transformers config classes; fields these families do not have are ignored. DeepSeek-V2's
+// own fields are read by hf_deepseek.cpp.
 
 #include <algorithm>
 #include <cmath>
@@ -69,9 +70,13 @@ void read_rope_scaling(JsonFields& j, const JsonValue& map, std::string_view fie
     return;
   }
   if (*type == "default") return;
-  if (*type != "llama3") {
+  // YaRN only where the model program applies it: DeepSeek-V2's latent attention.
+  const bool deepseek = c.family == ModelFamily::kDeepseekV2;
+  if (deepseek && *type == "yarn") return read_yarn_scaling(j, map, base, c);
+  if (*type != "llama3" || deepseek) {
     j.problem(JsonFields::get(&map, type_key), base + "." + type_key,
-              "RoPE scaling " + quote(*type) + " is not supported; supported: default, llama3");
+              "RoPE scaling " + quote(*type) + " is not supported; supported: " +
+                  (deepseek ? "default, yarn" : "default, llama3"));
     return;
   }
   Llama3RopeScaling s;
@@ -189,7 +194,8 @@ void read_hf_config(const std::string& file, CheckpointConfig& c,
   size("hidden_size", "hidden_size", true, c.hidden_size);
   size("num_heads", "num_attention_heads", true, c.num_heads);
   size("num_kv_heads", "num_key_value_heads", false, c.num_kv_heads);
-  size("head_size", "head_dim", false, c.head_size);
+  // DeepSeek-V2's head_dim is its rotary part; its head size comes from the MLA sizes.
+  if (c.family != ModelFamily::kDeepseekV2) size("head_size", "head_dim", false, c.head_size);
   size("intermediate_size", "intermediate_size", true, c.intermediate_size);
   size("vocab_size", "vocab_size", true, c.vocab_size);
   if (auto v = j.integer(&root, "max_position_embeddings", "max_position_embeddings", true)) {
@@ -240,6 +246,7 @@ void read_hf_config(const std::string& file, CheckpointConfig& c,
     }
   }
   c.qkv_bias = c.family == ModelFamily::kQwen2;
+  if (c.family == ModelFamily::kDeepseekV2) read_deepseek_v2(j, root, c);
   if (const JsonValue* scaling = JsonFields::get(&root, "rope_scaling")) {
     read_rope_scaling(j, *scaling, "rope_scaling", c);
   } else if (rope_parameters != nullptr) {

@@ -54,7 +54,7 @@ TEST(CheckpointConfig, RefusesAnUnknownArchitectureByName) {
   const std::string m = refusal(json);
   EXPECT_NE(m.find(json + ":2:21: architectures: architecture 'GPT2LMHeadModel' in " + json +
                    " is not supported; supported: LlamaForCausalLM, MistralForCausalLM, "
-                   "Qwen2ForCausalLM"),
+                   "Qwen2ForCausalLM, DeepseekV2ForCausalLM"),
             std::string::npos)
       << m;
   EXPECT_EQ(m.find("n_layer"), std::string::npos) << "nothing else is read: " << m;

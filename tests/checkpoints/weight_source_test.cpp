@@ -143,6 +143,31 @@ TEST(WeightSource, GgufExactTensorsAreTheSafetensorsBitForBit) {
   (void)match_weights(*gguf, build_model_program(weights_spec("llama.gguf")));
 }
 
+// The tiny DeepSeek-V2 transformers saved (scripts/fixtures/make_deepseek_fixtures.py): its
+// latent attention, dense first layer, router, experts and shared expert under the program's
+// names and shapes.
+TEST(WeightSource, TinyDeepSeekV2IsTheProgramsWeights) {
+  const EngineSpec spec = weights_spec("../../reference/tiny-deepseek-v2");
+  ASSERT_TRUE(spec.model.mla && spec.model.moe);
+  EXPECT_EQ(spec.model.layers[0].mlp, MlpKind::kGatedSilu);
+  EXPECT_EQ(spec.model.layers[2].mlp, MlpKind::kMoe);
+  const auto source = WeightSource::open(*spec.model.checkpoint);
+  const ModelProgram program = build_model_program(spec);
+  const std::vector<const WeightTensor*> matched = match_weights(*source, program);
+  ASSERT_EQ(matched.size(), program.weights.size());
+  ASSERT_EQ(matched.size(), source->tensors().size()) << "every tensor of the checkpoint is used";
+  for (std::size_t w = 0; w < matched.size(); ++w) {
+    EXPECT_EQ(matched[w]->name, hf_weight_name(program.weights[w]));
+    EXPECT_EQ(matched[w]->shape, program.weights[w].shape);
+  }
+  for (const char* name :
+       {"model.layers.1.mlp.gate.weight", "model.layers.2.mlp.experts.3.down_proj.weight",
+        "model.layers.1.mlp.shared_experts.up_proj.weight",
+        "model.layers.0.self_attn.kv_a_proj_with_mqa.weight"}) {
+    EXPECT_NE(source->find(name), nullptr) << name;
+  }
+}
+
 TEST(WeightSource, GgufQuantisedRowsAreTheReadersPermutedBack) {
   const CheckpointConfig config =
       read_checkpoint_config((weight_fixtures() / "llama.gguf").string());

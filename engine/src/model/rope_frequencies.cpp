@@ -1,5 +1,6 @@
 #include "model/rope_frequencies.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -44,6 +45,50 @@ std::vector<float> rope_inv_frequencies(double theta, int rotary_dim,
     inv_freq[static_cast<std::size_t>(i)] = static_cast<float>(f);
   }
   return inv_freq;
+}
+
+namespace {
+
+/// YaRN's mscale(s, m) = 0.1·m·ln(s) + 1, 1 for s ≤ 1.
+double yarn_mscale(double scale, double m) {
+  return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+}
+
+}  // namespace
+
+YarnRope yarn_rope(double theta, int rotary_dim, const YarnRopeScaling& scaling) {
+  YarnRope out;
+  out.inv_freq = rope_inv_frequencies(theta, rotary_dim, std::nullopt, {});
+  FF_CHECK(std::isfinite(scaling.factor) && scaling.factor >= 1.0, E::kInvalidArgument,
+           "rope frequencies: YaRN's factor must be finite and ≥ 1, got ", scaling.factor);
+  FF_CHECK(scaling.original_max_position_embeddings >= 1, E::kInvalidArgument,
+           "rope frequencies: YaRN's original_max_position_embeddings must be ≥ 1, got ",
+           scaling.original_max_position_embeddings);
+  const double dim = rotary_dim;
+  const double original = static_cast<double>(scaling.original_max_position_embeddings);
+  // The dimension at which the wavelength turns `rotations` times in the original context.
+  const auto correction_dim = [&](double rotations) {
+    return dim * std::log(original / (rotations * 2.0 * std::numbers::pi)) /
+           (2.0 * std::log(theta));
+  };
+  const double low = std::max(std::floor(correction_dim(scaling.beta_fast)), 0.0);
+  double high = std::min(std::ceil(correction_dim(scaling.beta_slow)), dim - 1.0);
+  if (low == high) high += 0.001;  // as transformers keeps the ramp from dividing by 0
+  for (std::size_t i = 0; i < out.inv_freq.size(); ++i) {
+    const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+    const double f = std::pow(theta, -2.0 * static_cast<double>(i) / dim);
+    out.inv_freq[i] = static_cast<float>(f / scaling.factor * ramp + f * (1.0 - ramp));
+  }
+  out.attention_factor =
+      static_cast<float>(scaling.mscale > 0.0 && scaling.mscale_all_dim > 0.0
+                             ? yarn_mscale(scaling.factor, scaling.mscale) /
+                                   yarn_mscale(scaling.factor, scaling.mscale_all_dim)
+                             : yarn_mscale(scaling.factor, 1.0));
+  if (scaling.mscale_all_dim > 0.0) {
+    const double m = yarn_mscale(scaling.factor, scaling.mscale_all_dim);
+    out.softmax_scale_factor = static_cast<float>(m * m);
+  }
+  return out;
 }
 
 std::vector<float> rope_inv_frequencies(const ModelSpec& model) {

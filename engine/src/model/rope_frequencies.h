@@ -25,6 +25,22 @@ namespace freezeframe {
     double theta, int rotary_dim, const std::optional<Llama3RopeScaling>& scaling,
     std::span<const float> factors);
 
+/// YaRN's rotation (checkpoint_config.h) as transformers computes it for DeepSeek-V2.
+struct YarnRope {
+  std::vector<float> inv_freq;        ///< one per rotary pair
+  float attention_factor = 1.0f;      ///< what cos and sin are multiplied by
+  float softmax_scale_factor = 1.0f;  ///< what the softmax scale is multiplied by
+};
+
+/// YaRN over rotary_dim dimensions of base `theta`: for pair i, f = theta^(−2i / rotary_dim)
+/// blended from f / factor (ramp 1) to f (ramp 0), the ramp linear in i between the
+/// dimensions where the wavelength turns beta_fast and beta_slow times in the original
+/// context (floored and ceiled, as transformers truncates them); the attention factor
+/// mscale(factor, mscale) / mscale(factor, mscale_all_dim) where both are given, else
+/// mscale(factor, 1). Throws kInvalidArgument as rope_inv_frequencies does, and for a
+/// factor below 1 or an original context of less than 1 position.
+[[nodiscard]] YarnRope yarn_rope(double theta, int rotary_dim, const YarnRopeScaling& scaling);
+
 /// The model's frequencies: its rope_theta over whole heads, with the scaling or the factors
 /// its checkpoint states.
 [[nodiscard]] std::vector<float> rope_inv_frequencies(const ModelSpec& model);

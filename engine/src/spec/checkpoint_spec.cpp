@@ -29,11 +29,13 @@ std::string yaml_quoted(const std::string& text) {
   return out += '"';
 }
 
-/// The fast backend ("paged") where it runs the model's head size, else the reference one. A
-/// config that cannot be read is left to the spec to refuse, naming its problems.
+/// The fast backend ("paged") where it runs the model's head size, else the reference one;
+/// the MLA one for latent attention. A config that cannot be read is left to the spec to
+/// refuse, naming its problems.
 std::string default_backend(const std::string& checkpoint) {
   std::vector<std::string> problems;
   const std::optional<CheckpointConfig> config = read_checkpoint_config(checkpoint, problems);
+  if (config && config->mla) return "reference_mla";
   const BackendRegistry& registry = BackendRegistry::global();
   if (config && registry.contains("paged") &&
       registry.get("paged").supports_head_size(config->head_size)) {

@@ -214,12 +214,78 @@ void SpecParser::agree_on_windows() {
   }
 }
 
-void SpecParser::check_checkpoint_mla() {
-  if (!spec_.model.checkpoint || !spec_.model.mla) return;
-  problem("model.mla", "the checkpoint's architecture " +
-                           quote(spec_.model.checkpoint->architecture) +
-                           " has no multi-head latent attention");
-  model_ok_ = false;
+namespace {
+
+/// Each field of a section the spec and the checkpoint both give: (name, spec's, checkpoint's).
+struct SectionField {
+  std::string_view name;
+  int spec, checkpoint;
+};
+
+}  // namespace
+
+void SpecParser::agree_on_mla_and_moe() {
+  if (!spec_.model.checkpoint) return;
+  const CheckpointConfig& c = *spec_.model.checkpoint;
+  ModelSpec& model = spec_.model;
+  // A spec's section checked field by field against the checkpoint's, or taken from it.
+  auto agree_section = [&](std::string_view section, bool spec_has, bool checkpoint_has,
+                           std::string_view what, std::initializer_list<SectionField> fields) {
+    if (spec_has && !checkpoint_has) {
+      problem(join_path("model", section), "the checkpoint's architecture " +
+                                               quote(c.architecture) + " has no " +
+                                               std::string(what));
+      model_ok_ = false;
+      return false;
+    }
+    if (!spec_has || !checkpoint_has) return checkpoint_has;
+    for (const SectionField& f : fields) {
+      if (f.spec == f.checkpoint) continue;
+      const std::string field = std::string(section) + "." + std::string(f.name);
+      const auto origin = c.origins.find(field);
+      const std::string where =
+          " disagrees with the checkpoint's " + std::to_string(f.checkpoint) + " (" +
+          (origin != c.origins.end() ? origin->second : printable(c.config_file, 200)) + ")";
+      // A field the section leaves out is named at the section, with the default it took.
+      if (spec_.locations.count(join_path("model", field)) != 0) {
+        problem(join_path("model", field), std::to_string(f.spec) + where);
+      } else {
+        problem(join_path("model", section),
+                std::string(f.name) + " " + std::to_string(f.spec) + " (not given)" + where);
+      }
+      model_ok_ = false;
+    }
+    return false;
+  };
+  const MlaSpec given_mla = model.mla.value_or(MlaSpec{});
+  const CheckpointMla mla = c.mla.value_or(CheckpointMla{});
+  if (agree_section("mla", model.mla.has_value(), c.mla.has_value(), "multi-head latent attention",
+                    {{"kv_lora_rank", given_mla.kv_lora_rank, mla.kv_lora_rank},
+                     {"q_lora_rank", given_mla.q_lora_rank, mla.q_lora_rank},
+                     {"qk_nope_head_dim", given_mla.qk_nope_head_dim, mla.qk_nope_head_dim},
+                     {"qk_rope_head_dim", given_mla.qk_rope_head_dim, mla.qk_rope_head_dim},
+                     {"v_head_dim", given_mla.v_head_dim, mla.v_head_dim}})) {
+    model.mla = MlaSpec{mla.kv_lora_rank, mla.q_lora_rank, mla.qk_nope_head_dim,
+                        mla.qk_rope_head_dim, mla.v_head_dim};
+    r_.remember("model.mla", checkpoint_node_);
+  }
+  const MoeSpec given_moe = model.moe.value_or(MoeSpec{});
+  const CheckpointMoe moe = c.moe.value_or(CheckpointMoe{});
+  if (agree_section(
+          "moe", model.moe.has_value(), c.moe.has_value(), "mixture of experts",
+          {{"num_experts", given_moe.num_experts, moe.num_experts},
+           {"experts_per_token", given_moe.experts_per_token, moe.experts_per_token},
+           {"intermediate_size", given_moe.intermediate_size, moe.intermediate_size},
+           {"num_shared_experts", given_moe.num_shared_experts, moe.num_shared_experts}})) {
+    model.moe = MoeSpec{moe.num_experts, moe.experts_per_token, moe.intermediate_size,
+                        moe.num_shared_experts};
+    r_.remember("model.moe", checkpoint_node_);
+  }
+}
+
+MlpKind SpecParser::checkpoint_mlp(int l) const {
+  const auto& c = spec_.model.checkpoint;
+  return c && c->moe && c->moe->is_moe_layer(l) ? MlpKind::kMoe : MlpKind::kGatedSilu;
 }
 
 }  // namespace freezeframe::spec_detail

@@ -66,7 +66,7 @@ void SpecParser::check_layers() {
     }
     layer.logits_soft_cap = defaults_.logits_soft_cap.value_or(0.0f);
     layer.alibi = defaults_.alibi.value_or(false);
-    layer.mlp = defaults_.mlp.value_or(MlpKind::kGatedSilu);
+    layer.mlp = defaults_.mlp.value_or(checkpoint_mlp(l));
     layer.intermediate_size = model.intermediate_size;
   }
   for (std::size_t i = 0; i < overrides_.size(); ++i) {

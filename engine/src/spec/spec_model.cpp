@@ -166,9 +166,9 @@ void SpecParser::parse_model(const YAML::Node& m) {
   agree_on_windows();
   const YAML::Node mla = SpecReader::child(m, "mla");
   if (r_.expect_map(mla, "model.mla")) parse_mla(mla);
-  check_checkpoint_mla();
   const YAML::Node moe = SpecReader::child(m, "moe");
   if (r_.expect_map(moe, "model.moe")) parse_moe(moe);
+  agree_on_mla_and_moe();
   const YAML::Node layers = SpecReader::child(m, "layers");
   if (layers.IsDefined()) parse_layer_overrides(layers);
 }
@@ -176,6 +176,7 @@ void SpecParser::parse_model(const YAML::Node& m) {
 void SpecParser::parse_moe(const YAML::Node& moe) {
   r_.check_keys(moe, "model.moe",
                 {"num_experts", "experts_per_token", "intermediate_size", "num_shared_experts"});
+  r_.remember("model.moe", moe);
   MoeSpec spec;
   auto need = [&](std::string_view key, std::int64_t max) -> int {
     auto v = r_.read_int(moe, key, "model.moe", 1, max);
@@ -240,6 +241,7 @@ void SpecParser::parse_mla(const YAML::Node& mla) {
   r_.check_keys(
       mla, "model.mla",
       {"kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
+  r_.remember("model.mla", mla);
   MlaSpec spec;
   auto need = [&](std::string_view key) -> int {
     auto v = r_.read_int(mla, key, "model.mla", 1, 4096);

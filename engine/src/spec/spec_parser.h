@@ -86,7 +86,12 @@ class SpecParser {
   /// states another value.
   void agree(std::string_view field, double value);
   void agree_on_windows();
-  void check_checkpoint_mla();
+  /// model.mla and model.moe from a checkpoint that has them (DeepSeek-V2), or each of their
+  /// fields checked against it where the spec gives them too; either refused where the
+  /// checkpoint has none.
+  void agree_on_mla_and_moe();
+  /// Layer `l`'s MLP as the checkpoint has it: moe from its first MoE layer on, else gated.
+  [[nodiscard]] MlpKind checkpoint_mlp(int l) const;
   // spec_sections.cpp
   void parse_cache(const YAML::Node& c);
   void parse_scheduler(const YAML::Node& s);

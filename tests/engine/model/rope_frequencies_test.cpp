@@ -33,9 +33,9 @@ const fs::path kSource = FREEZEFRAME_SOURCE_DIR;
 const fs::path kReference = kSource / "tests" / "fixtures" / "reference";
 constexpr std::int64_t kMaxUlps = 4;
 
-std::vector<float> reference(const std::string& name) {
-  static const SafetensorsFile file =
-      SafetensorsFile::open((kReference / "rope-frequencies.safetensors").string());
+std::vector<float> reference(const std::string& name,
+                             const char* file_name = "rope-frequencies.safetensors") {
+  const SafetensorsFile file = SafetensorsFile::open((kReference / file_name).string());
   const SafetensorsTensor& t = file.tensor(name);
   std::vector<float> values(static_cast<std::size_t>(t.elements()));
   file.read_f32(t, values);
@@ -168,6 +168,42 @@ TEST(RopeFrequencies, TheModelTakesItsCheckpointsScaling) {
   EXPECT_EQ(rope_inv_frequencies(plain.model), unscaled(500000.0f, 128));
   const fs::path mistral = kReference / "tiny-mistral";
   EXPECT_EQ(of_spec(mistral), unscaled(10000.0f, 64));
+}
+
+std::vector<float> yarn_reference(const std::string& name, const std::string& what) {
+  return reference(name + "." + what, "deepseek-yarn.safetensors");
+}
+
+// YaRN (DeepSeek-V2): DeepSeek-V2-Lite's config.json, whose high frequencies are kept and
+// low ones divided by 40, and the tiny DeepSeek-V2's, whose mscale and mscale_all_dim differ so
+// that cos and sin are scaled too (tests/fixtures/reference/deepseek-yarn.safetensors, written
+// by scripts/fixtures/make_deepseek_fixtures.py).
+TEST(RopeFrequencies, YarnIsTransformersDeepSeekV2s) {
+  struct Case {
+    const char* name;
+    YarnRopeScaling scaling;
+    int rotary_dim;
+  };
+  const YarnRopeScaling lite{40.0, 4096, 32.0, 1.0, 0.707, 0.707};
+  const YarnRopeScaling tiny{4.0, 32, 32.0, 1.0, 1.0, 0.707};
+  for (const Case& c : {Case{"deepseek_v2_lite", lite, 64}, Case{"tiny", tiny, 32}}) {
+    SCOPED_TRACE(c.name);
+    const YarnRope got = yarn_rope(10000.0, c.rotary_dim, c.scaling);
+    expect_within_ulps(got.inv_freq, yarn_reference(c.name, "inv_freq"), c.name);
+    EXPECT_LE(ulps(got.attention_factor, yarn_reference(c.name, "attention_factor")[0]), kMaxUlps);
+    // transformers folds the factor into 1/√(nope + rope) (192 for the Lite, 64 the tiny).
+    const double head = c.rotary_dim == 64 ? 192.0 : 64.0;
+    EXPECT_LE(ulps(static_cast<float>(got.softmax_scale_factor / std::sqrt(head)),
+                   yarn_reference(c.name, "softmax_scale")[0]),
+              kMaxUlps);
+  }
+  // The Lite's highest frequencies are theta's own, its lowest divided by the factor.
+  const YarnRope lite_rope = yarn_rope(10000.0, 64, lite);
+  EXPECT_EQ(lite_rope.inv_freq[0], 1.0f);
+  EXPECT_FLOAT_EQ(lite_rope.inv_freq[31], static_cast<float>(std::pow(10000.0, -62.0 / 64) / 40));
+  EXPECT_FLOAT_EQ(lite_rope.attention_factor, 1.0f) << "mscale and mscale_all_dim are equal";
+  EXPECT_THROW((void)yarn_rope(10000.0, 64, YarnRopeScaling{0.5, 4096}), Error);
+  EXPECT_THROW((void)yarn_rope(10000.0, 64, YarnRopeScaling{4.0, 0}), Error);
 }
 
 TEST(RopeFrequencies, Refusals) {

@@ -117,6 +117,86 @@ TEST(SpecCheckpoint, Qwen2IsTiedWithQkvBias) {
   (void)plan_memory(spec, kDevice);
 }
 
+// DeepSeek-V2-Lite's config.json gives the latent attention, the experts and which layers
+// have them: the hand-written config, planned the same.
+TEST(SpecCheckpoint, DeepSeekV2LiteFromItsConfigIsTheHandWrittenSpec) {
+  const std::string sections = R"(cache:
+  block_size: 16
+  memory_budget: 0.9
+scheduler:
+  max_num_seqs: 256
+  max_num_batched_tokens: 8192
+  max_prefill_context_tokens: 32768
+)";
+  const EngineSpec spec =
+      spec_of("model:\n  checkpoint: " + kCheckpoints + "deepseek-v2-lite\n" + sections);
+  const EngineSpec written = load_spec((kSource / "configs" / "deepseek-v2-lite.yaml").string());
+  expect_same_model(spec.model, written.model);
+  ASSERT_TRUE(spec.model.mla && written.model.mla);
+  EXPECT_EQ(spec.model.mla->kv_lora_rank, written.model.mla->kv_lora_rank);
+  EXPECT_EQ(spec.model.mla->q_lora_rank, 0);
+  EXPECT_EQ(spec.model.mla->qk_nope_head_dim, written.model.mla->qk_nope_head_dim);
+  EXPECT_EQ(spec.model.mla->qk_rope_head_dim, written.model.mla->qk_rope_head_dim);
+  EXPECT_EQ(spec.model.mla->v_head_dim, written.model.mla->v_head_dim);
+  ASSERT_TRUE(spec.model.moe && written.model.moe);
+  EXPECT_EQ(spec.model.moe->num_experts, 64);
+  EXPECT_EQ(spec.model.moe->experts_per_token, 6);
+  EXPECT_EQ(spec.model.moe->intermediate_size, 1408);
+  EXPECT_EQ(spec.model.moe->num_shared_experts, 2);
+  EXPECT_EQ(spec.model.layers[0].mlp, MlpKind::kGatedSilu);
+  EXPECT_EQ(spec.model.layers[0].intermediate_size, 10944);
+  EXPECT_EQ(spec.model.layers[26].mlp, MlpKind::kMoe);
+  EXPECT_EQ(spec.model.layers[1].backend, "reference_mla");
+  expect_same_plan(spec, written);
+  // The spec written for the checkpoint (generate, serve) takes the MLA backend.
+  const EngineSpec generated = spec_for_checkpoint(
+      (kSource / "tests" / "fixtures" / "checkpoints" / "deepseek-v2-lite").string(), {});
+  EXPECT_EQ(generated.model.layers[0].backend, "reference_mla");
+}
+
+TEST(SpecCheckpoint, LatentAttentionAndExpertsMustAgreeWithTheCheckpoints) {
+  std::string m = message_of("model:\n  checkpoint: " + kCheckpoints + R"(deepseek-v2-lite
+  mla:
+    kv_lora_rank: 256
+    qk_nope_head_dim: 128
+    qk_rope_head_dim: 64
+    v_head_dim: 128
+  moe:
+    num_experts: 64
+    experts_per_token: 8
+    intermediate_size: 1408
+)");
+  const std::string json = config_json("deepseek-v2-lite");
+  EXPECT_NE(m.find(kSpecName +
+                   ":4:19: model.mla.kv_lora_rank: 256 disagrees with the "
+                   "checkpoint's 512 (" +
+                   json + ":20:19: kv_lora_rank)"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find(kSpecName +
+                   ":10:24: model.moe.experts_per_token: 8 disagrees with the "
+                   "checkpoint's 6 (" +
+                   json + ":30:26: num_experts_per_tok)"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find(kSpecName +
+                   ":9:5: model.moe: num_shared_experts 0 (not given) disagrees "
+                   "with the checkpoint's 2 (" +
+                   json + ":27:23: n_shared_experts)"),
+            std::string::npos)
+      << m;
+  m = message_of("model:\n  checkpoint: " + kCheckpoints + R"(qwen2-0.5b
+  moe:
+    num_experts: 8
+    experts_per_token: 2
+    intermediate_size: 64
+)");
+  EXPECT_NE(m.find("model.moe: the checkpoint's architecture 'Qwen2ForCausalLM' has no mixture "
+                   "of experts"),
+            std::string::npos)
+      << m;
+}
+
 TEST(SpecCheckpoint, TinyGgufsPlan) {
   const EngineSpec llama = spec_of("model:\n  checkpoint: " + kCheckpoints +
                                    "tiny-llama.gguf\nscheduler:\n  max_num_seqs: 8\n  "
