@@ -238,8 +238,11 @@ AttentionResult mla_forward(const MlaParams& p, const MlaWeights& w, const Tenso
   const int rank = p.kv_lora_rank, v_dim = p.v_head_dim, qk = nope + rope;
   const int block_size = static_cast<int>(kv_cache.size(1));
   auto angle = [&](int pos, int pair) {
-    return pos * std::pow(static_cast<double>(p.rope_theta), -2.0 * pair / rope);
+    return pos * (p.rope_inv_freq.empty()
+                      ? std::pow(static_cast<double>(p.rope_theta), -2.0 * pair / rope)
+                      : static_cast<double>(p.rope_inv_freq[static_cast<std::size_t>(pair)]));
   };
+  const double rope_scale = p.rope_scale;
 
   // Queries (rotated) of every real row, and the cache write of every row with a slot.
   std::vector<double> q(static_cast<std::size_t>(md.num_tokens) * h_count * qk, 0.0);
@@ -257,8 +260,8 @@ AttentionResult mla_forward(const MlaParams& p, const MlaWeights& w, const Tenso
       double* pe = &q[(static_cast<std::size_t>(row) * h_count + h) * qk + nope];
       for (int i = 0; i < rope / 2; ++i) {
         const double a = angle(pos, i), x0 = pe[2 * i], x1 = pe[2 * i + 1];
-        pe[2 * i] = x0 * std::cos(a) - x1 * std::sin(a);
-        pe[2 * i + 1] = x0 * std::sin(a) + x1 * std::cos(a);
+        pe[2 * i] = (x0 * std::cos(a) - x1 * std::sin(a)) * rope_scale;
+        pe[2 * i + 1] = (x0 * std::sin(a) + x1 * std::cos(a)) * rope_scale;
       }
     }
     const std::int64_t slot =
@@ -270,9 +273,9 @@ AttentionResult mla_forward(const MlaParams& p, const MlaWeights& w, const Tenso
     for (int i = 0; i < rope / 2; ++i) {
       const double a = angle(pos, i), x0 = at(k_pe, {row, 2 * i}), x1 = at(k_pe, {row, 2 * i + 1});
       store(kv_cache, {block, offset, rank + 2 * i},
-            static_cast<float>(x0 * std::cos(a) - x1 * std::sin(a)));
+            static_cast<float>((x0 * std::cos(a) - x1 * std::sin(a)) * rope_scale));
       store(kv_cache, {block, offset, rank + 2 * i + 1},
-            static_cast<float>(x0 * std::sin(a) + x1 * std::cos(a)));
+            static_cast<float>((x0 * std::sin(a) + x1 * std::cos(a)) * rope_scale));
     }
   }
 

@@ -31,7 +31,8 @@ struct MlaCase {
   std::vector<SyntheticBatchSpec::Prefill> prefills;
   int padding_rows = 0;
   DType dtype = DType::kBF16;
-  double tolerance = 1e-2;  // bf16 output; f16 gets 5e-3
+  double tolerance = 1e-2;   // bf16 output; f16 gets 5e-3
+  bool scaled_rope = false;  // YaRN-like: frequencies of its own, rotations scaled
 };
 
 std::ostream& operator<<(std::ostream& os, const MlaCase& c) { return os << c.name; }
@@ -52,6 +53,16 @@ TEST_P(ReferenceMla, MatchesHostReference) {
   p.scale = 1.0f / std::sqrt(static_cast<float>(c.nope + c.rope));
   p.rope_theta = 10000.0f;
   p.kv_cache_dtype = c.dtype;
+  if (c.scaled_rope) {
+    // Each pair's frequency divided by a factor of its own (as YaRN blends them), every
+    // rotation scaled, and a softmax scale of its own.
+    for (int i = 0; i < c.rope / 2; ++i) {
+      p.rope_inv_freq.push_back(
+          static_cast<float>(std::pow(10000.0, -2.0 * i / c.rope) / (1.0 + 0.25 * i)));
+    }
+    p.rope_scale = 1.037f;
+    p.scale *= 1.59f;
+  }
 
   // Weights scaled by 1/sqrt(fan-in) keep every intermediate O(1).
   HostTensor q_proj(c.dtype, {c.heads * (c.nope + c.rope), c.q_lora_rank});
@@ -173,6 +184,17 @@ std::vector<MlaCase> mla_cases() {
        .prefills = {},
        .dtype = DType::kF16,
        .tolerance = 5e-3},
+      {.name = "yarn_scaled_rope",
+       .heads = 4,
+       .q_lora_rank = 64,
+       .kv_lora_rank = 64,
+       .rope = 64,
+       .nope = 32,
+       .v = 32,
+       .block_size = 16,
+       .decodes = {90, 7},
+       .prefills = {{60, 20}},
+       .scaled_rope = true},
       {.name = "prefill_only",
        .heads = 4,
        .q_lora_rank = 64,

@@ -2,7 +2,9 @@
 // absorption and latent expansion.
 
 #include <cuda_bf16.h>
+
 #include <cuda_fp16.h>
+#include <cmath>
 
 #include "freezeframe/core/convert.cuh"
 #include "freezeframe/core/cuda_check.h"
@@ -61,6 +63,8 @@ void run_projection(const Projection& p, cudaStream_t stream) {
 }
 
 // --- rotary embedding and latent cache write: one CTA per token row ---
+constexpr int kMaxRopePairs = 32;
+
 struct RopeCacheParams {
   float* q;
   std::int64_t q_stride_token, q_stride_head;
@@ -75,14 +79,14 @@ struct RopeCacheParams {
   const std::int32_t* first_positions;  // null: seq_len − new tokens
   const std::int64_t* slot_mapping;
   int num_reqs, num_heads, nope, rope, kv_lora_rank, block_size;
-  float rope_theta;
+  float inv_freq[kMaxRopePairs];  // one per rotary pair (MlaParams::rope_inv_freq or theta's)
+  float rope_scale;               // what rotated values are multiplied by (YaRN)
 };
 
-__device__ void rotate(float& x0, float& x1, int pos, int pair, int rope, float theta) {
-  const float inv_freq = powf(theta, -2.0f * pair / rope);
+__device__ void rotate(float& x0, float& x1, int pos, float inv_freq, float scale) {
   float s, c;
   sincosf(static_cast<float>(pos) * inv_freq, &s, &c);
-  const float r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
+  const float r0 = (x0 * c - x1 * s) * scale, r1 = (x0 * s + x1 * c) * scale;
   x0 = r0;
   x1 = r1;
 }
@@ -101,7 +105,7 @@ __global__ void rope_and_cache_kernel(const __grid_constant__ RopeCacheParams p)
   for (int idx = threadIdx.x; idx < p.num_heads * half; idx += blockDim.x) {
     const int head = idx / half, pair = idx % half;
     float* q = p.q + row * p.q_stride_token + head * p.q_stride_head + p.nope + 2 * pair;
-    rotate(q[0], q[1], pos, pair, p.rope, p.rope_theta);
+    rotate(q[0], q[1], pos, p.inv_freq[pair], p.rope_scale);
   }
 
   const std::int64_t slot = p.slot_mapping[row];
@@ -113,7 +117,7 @@ __global__ void rope_and_cache_kernel(const __grid_constant__ RopeCacheParams p)
   const T* k_pe = static_cast<const T*>(p.k_pe) + row * p.k_pe_stride_token;
   for (int pair = threadIdx.x; pair < half; pair += blockDim.x) {
     float x0 = to_float(k_pe[2 * pair]), x1 = to_float(k_pe[2 * pair + 1]);
-    rotate(x0, x1, pos, pair, p.rope, p.rope_theta);
+    rotate(x0, x1, pos, p.inv_freq[pair], p.rope_scale);
     latent[p.kv_lora_rank + 2 * pair] = from_float<T>(x0);
     latent[p.kv_lora_rank + 2 * pair + 1] = from_float<T>(x1);
   }
@@ -256,7 +260,16 @@ void launch_mla_rope_and_cache(const MlaParams& params, const TensorView& q,
   p.rope = params.qk_rope_head_dim;
   p.kv_lora_rank = params.kv_lora_rank;
   p.block_size = static_cast<int>(kv_cache.size(1));
-  p.rope_theta = params.rope_theta;
+  const int pairs = params.qk_rope_head_dim / 2;
+  FF_CHECK(pairs <= kMaxRopePairs, ErrorCode::kUnsupported, "reference MLA rotates up to ",
+           2 * kMaxRopePairs, " dimensions, got ", params.qk_rope_head_dim);
+  for (int i = 0; i < pairs; ++i) {
+    p.inv_freq[i] = params.rope_inv_freq.empty()
+                        ? static_cast<float>(std::pow(static_cast<double>(params.rope_theta),
+                                                      -2.0 * i / params.qk_rope_head_dim))
+                        : params.rope_inv_freq[static_cast<std::size_t>(i)];
+  }
+  p.rope_scale = params.rope_scale;
   if (kv_cache.dtype() == DType::kBF16) {
     rope_and_cache_kernel<__nv_bfloat16><<<md.num_tokens, 128, 0, stream>>>(p);
   } else if (kv_cache.dtype() == DType::kF16) {

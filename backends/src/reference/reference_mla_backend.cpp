@@ -314,6 +314,16 @@ class ReferenceMlaBackend final : public AttentionBackend {
              "scale must be positive and finite, got ", p.scale);
     FF_CHECK(std::isfinite(p.rope_theta) && p.rope_theta > 0.0f, E::kInvalidArgument,
              "rope_theta must be positive and finite, got ", p.rope_theta);
+    FF_CHECK(p.rope_inv_freq.empty() ||
+                 static_cast<int>(p.rope_inv_freq.size()) == p.qk_rope_head_dim / 2,
+             E::kInvalidArgument, "rope_inv_freq has ", p.rope_inv_freq.size(), " frequencies for ",
+             p.qk_rope_head_dim / 2, " rotary pairs");
+    for (const float f : p.rope_inv_freq) {
+      FF_CHECK(std::isfinite(f) && f > 0.0f, E::kInvalidArgument,
+               "rope_inv_freq must be positive and finite, got ", f);
+    }
+    FF_CHECK(std::isfinite(p.rope_scale) && p.rope_scale > 0.0f, E::kInvalidArgument,
+             "rope_scale must be positive and finite, got ", p.rope_scale);
     check_weight(w.q_proj, "q_proj",
                  std::int64_t(p.num_heads) * (p.qk_nope_head_dim + p.qk_rope_head_dim),
                  p.q_lora_rank);

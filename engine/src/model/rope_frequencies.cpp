@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 #include "freezeframe/base/error.h"
 
@@ -89,6 +90,15 @@ YarnRope yarn_rope(double theta, int rotary_dim, const YarnRopeScaling& scaling)
     out.softmax_scale_factor = static_cast<float>(m * m);
   }
   return out;
+}
+
+void scale_mla_rope(MlaParams& params, const ModelSpec& model) {
+  if (!model.checkpoint || !model.checkpoint->yarn_rope_scaling) return;
+  YarnRope yarn =
+      yarn_rope(model.rope_theta, params.qk_rope_head_dim, *model.checkpoint->yarn_rope_scaling);
+  params.rope_inv_freq = std::move(yarn.inv_freq);
+  params.rope_scale = yarn.attention_factor;
+  params.scale *= yarn.softmax_scale_factor;
 }
 
 std::vector<float> rope_inv_frequencies(const ModelSpec& model) {

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "freezeframe/backends/attention_params.h"
 #include "freezeframe/checkpoints/checkpoint_config.h"
 #include "freezeframe/engine/spec/spec.h"
 
@@ -40,6 +41,11 @@ struct YarnRope {
 /// mscale(factor, 1). Throws kInvalidArgument as rope_inv_frequencies does, and for a
 /// factor below 1 or an original context of less than 1 position.
 [[nodiscard]] YarnRope yarn_rope(double theta, int rotary_dim, const YarnRopeScaling& scaling);
+
+/// An MLA impl's parameters with the rotation the model's checkpoint scales (DeepSeek-V2's
+/// YaRN: its frequencies, the rotation's scale, the softmax scale times its factor); `params`
+/// unchanged when it scales none.
+void scale_mla_rope(MlaParams& params, const ModelSpec& model);
 
 /// The model's frequencies: its rope_theta over whole heads, with the scaling or the factors
 /// its checkpoint states.

@@ -49,12 +49,6 @@ void check_supported(const EngineSpec& spec, const EngineOptions& options) {
              " is a mixture of experts (mlp: moe), which freezeframe plans but does not run yet; "
              "plan it with freezeframe plan, or run it without (mlp: none)");
   }
-  // DeepSeek-V2's YaRN is read (model/rope_frequencies.h) but the MLA kernels rotate by
-  // rope_theta alone: running without it would give other logits.
-  FF_CHECK(!(spec.model.checkpoint && spec.model.checkpoint->yarn_rope_scaling), E::kUnsupported,
-           spec.where("model.checkpoint"),
-           ": the checkpoint's RoPE is scaled by YaRN (rope_scaling type yarn), which the MLA "
-           "kernels do not apply yet");
   const int t = spec.tp.world_size;
   const Communicator* comm = options.communicator;
   const int dcp = spec.dcp.world_size;

@@ -114,7 +114,9 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
       MlaWeights weights;
       weights.q_proj = weight(model.mla->q_lora_rank > 0 ? "q_b_proj" : "q_proj");
       weights.kv_b_proj = weight("kv_b_proj");
-      layer->mla = backend.make_mla_impl(mla_params(spec), weights, dcp);
+      MlaParams params = mla_params(spec);
+      scale_mla_rope(params, spec.model);
+      layer->mla = backend.make_mla_impl(params, weights, dcp);
     } else {
       layer->impl = backend.make_impl(attention_params(spec, l, tp_rank_), dcp);
     }

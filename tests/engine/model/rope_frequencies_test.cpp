@@ -22,6 +22,7 @@
 #include "freezeframe/base/error.h"
 #include "freezeframe/checkpoints/checkpoint_config.h"
 #include "freezeframe/checkpoints/safetensors_file.h"
+#include "freezeframe/engine/spec/layer_params.h"
 #include "freezeframe/engine/spec/spec.h"
 #include "model/rope_frequencies.h"
 
@@ -204,6 +205,19 @@ TEST(RopeFrequencies, YarnIsTransformersDeepSeekV2s) {
   EXPECT_FLOAT_EQ(lite_rope.attention_factor, 1.0f) << "mscale and mscale_all_dim are equal";
   EXPECT_THROW((void)yarn_rope(10000.0, 64, YarnRopeScaling{0.5, 4096}), Error);
   EXPECT_THROW((void)yarn_rope(10000.0, 64, YarnRopeScaling{4.0, 0}), Error);
+}
+
+// The tiny DeepSeek-V2's MLA impl rotates by its YaRN and scales its softmax by it.
+TEST(RopeFrequencies, TheMlaImplTakesTheCheckpointsYarn) {
+  const EngineSpec spec =
+      parse_spec("model:\n  checkpoint: " + (kReference / "tiny-deepseek-v2").string() + "\n",
+                 (kReference / "spec.yaml").string());
+  MlaParams params = mla_params(spec);
+  EXPECT_TRUE(params.rope_inv_freq.empty());
+  scale_mla_rope(params, spec.model);
+  expect_within_ulps(params.rope_inv_freq, yarn_reference("tiny", "inv_freq"), "tiny");
+  EXPECT_LE(ulps(params.rope_scale, yarn_reference("tiny", "attention_factor")[0]), kMaxUlps);
+  EXPECT_LE(ulps(params.scale, yarn_reference("tiny", "softmax_scale")[0]), kMaxUlps);
 }
 
 TEST(RopeFrequencies, Refusals) {

@@ -35,6 +35,12 @@ struct MlaParams {
   int v_head_dim = 0;
   float scale = 0.0f;  ///< softmax scale, usually 1/sqrt(qk_nope + qk_rope)
   float rope_theta = 10000.0f;
+  /// Pair i of the rotary part turns by position · rope_inv_freq[i] (qk_rope_head_dim / 2
+  /// values, each finite and > 0); empty: rope_theta^(−2i / qk_rope_head_dim). A scaled RoPE
+  /// (DeepSeek-V2's YaRN) gives its own.
+  std::vector<float> rope_inv_freq;
+  /// What the rotated values are multiplied by (YaRN's attention factor; 1 without).
+  float rope_scale = 1.0f;
   DType kv_cache_dtype = DType::kBF16;
 
   [[nodiscard]] int latent_size() const { return kv_lora_rank + qk_rope_head_dim; }
