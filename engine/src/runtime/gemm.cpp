@@ -153,7 +153,7 @@ void Gemm::linear_fp8(const TensorView& x, const float* x_scale, const TensorVie
                    alignment(y.data())};
   auto cached = fp8_plans_.find(key);
   if (cached == fp8_plans_.end()) {
-    cached = fp8_plans_.emplace(key, plan_fp8(key, workspace_bytes)).first;
+    cached = fp8_plans_.emplace(key, plan_fp8(key, workspace_bytes, weight_scale, x_scale)).first;
   }
   Fp8Plan& plan = *cached->second;
   set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, weight_scale);
@@ -165,7 +165,8 @@ void Gemm::linear_fp8(const TensorView& x, const float* x_scale, const TensorVie
                                  workspace_bytes, stream));
 }
 
-std::unique_ptr<Gemm::Fp8Plan> Gemm::plan_fp8(const Fp8Key& key, std::size_t workspace_bytes) {
+std::unique_ptr<Gemm::Fp8Plan> Gemm::plan_fp8(const Fp8Key& key, std::size_t workspace_bytes,
+                                              const float* weight_scale, const float* x_scale) {
   // As in linear(): column-major yᵀ [n, rows] = weight (col-major [k, n], transposed) · xᵀ
   // (col-major [k, rows]), the "TN" layout cuBLASLt's fp8 GEMMs take. A's outer-vector scale
   // has one value per row of yᵀ (the weight's channels), B's one per column (the tokens).
@@ -180,6 +181,10 @@ std::unique_ptr<Gemm::Fp8Plan> Gemm::plan_fp8(const Fp8Key& key, std::size_t wor
                 CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F);
   set_attribute(m.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
                 CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F);
+  // The heuristic refuses outer-vector scales it has no pointers for (INVALID_VALUE on
+  // sm_90): it is asked with the first call's.
+  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, weight_scale);
+  set_attribute(m.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale);
   FF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&m.a, CUDA_R_8F_E4M3, k, n, key.k));
   FF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&m.b, CUDA_R_8F_E4M3, k, rows, key.x_stride));
   FF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&m.d, cuda_type(key.y_dtype), n, rows, key.y_stride));

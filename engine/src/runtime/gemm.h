@@ -57,7 +57,8 @@ class Gemm {
   };
   /// An fp8 GEMM's descriptors and algorithm (gemm.cpp).
   struct Fp8Plan;
-  [[nodiscard]] std::unique_ptr<Fp8Plan> plan_fp8(const Fp8Key& key, std::size_t workspace_bytes);
+  [[nodiscard]] std::unique_ptr<Fp8Plan> plan_fp8(const Fp8Key& key, std::size_t workspace_bytes,
+                                                  const float* weight_scale, const float* x_scale);
   std::map<Fp8Key, std::unique_ptr<Fp8Plan>> fp8_plans_;
   TensorView workspace_;
   cudaStream_t stream_ = nullptr;

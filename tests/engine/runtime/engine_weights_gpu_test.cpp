@@ -168,12 +168,12 @@ TEST(EngineWeights, AnFp8CacheWritesWithTheCheckpointsKvScales) {
       fp8_cache_after_a_step("llama-fp8-channel", 0.05f, 0.03f, raw_scaled);
   const std::vector<float> plain = fp8_cache_after_a_step(unscaled.string(), 1, 1, raw_unscaled);
   ASSERT_EQ(scaled.size(), plain.size());
-  // The same keys and values, each within e4m3's rounding (3 mantissa bits: 2^-4 relative,
-  // 2^-9 absolute below the smallest normal at scale 1), stored as different bytes.
+  // The same keys and values, each rounded to e4m3 twice over (3 mantissa bits: 2^-4 relative
+  // each, 2^-9 absolute below the smallest normal at scale 1), stored as different bytes.
   std::size_t written = 0, differ = 0;
   for (std::size_t i = 0; i < scaled.size(); ++i) {
     const float a = scaled[i], b = plain[i];
-    ASSERT_LE(std::fabs(a - b), 0.0625f * std::max(std::fabs(a), std::fabs(b)) + 0.004f)
+    ASSERT_LE(std::fabs(a - b), 0.125f * std::max(std::fabs(a), std::fabs(b)) + 0.004f)
         << "element " << i << ": " << a << " with the checkpoint's scales, " << b << " without";
     written += raw_unscaled[i] != 0;
     differ += raw_scaled[i] != raw_unscaled[i];

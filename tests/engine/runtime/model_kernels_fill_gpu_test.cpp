@@ -252,7 +252,7 @@ TEST(ModelKernelErrors, BadArgumentsThrowBeforeLaunch) {
       "fill strided", [&] { mk::fill_uniform(gapped, 1, 0.0f, 1.0f, nullptr); }, "contiguous");
   expect_invalid(
       "fill i32", [&] { mk::fill_uniform(d_ints.view, 1, 0.0f, 1.0f, nullptr); },
-      "bf16, f16 or f32");
+      "bf16, f16, f32 or fp8_e4m3");
 
   // rows == 0 is a valid no-op, even without index arrays.
   mk::embedding(t, nullptr, 0, o, nullptr);
