@@ -166,9 +166,9 @@ EngineOptions base_options() {
 /// step's L2, each row's worst element, its greedy token), and the same bits on every rank
 /// (each merges its own heads, then gathers the vocabulary rows of all).
 void expect_logits_of_one_rank(const std::vector<RankRun>& runs, const RankRun& one,
-                               std::span<const Mode> modes, const std::string& label) {
+                               std::span<const Mode> modes, const std::string& label,
+                               std::size_t vocab) {
   EXPECT_EQ(runs[0].ran, one.ran) << "the same dispatch as one rank";
-  constexpr std::size_t vocab = 128256;  // spec_text's
   for (std::size_t m = 0; m < modes.size(); ++m) {
     const int steps = static_cast<int>(one.logits[m].size());
     for (int s = 0; s < steps; ++s) {
@@ -221,7 +221,9 @@ TEST_P(DecodeContextParallel, RanksGiveTheLogitsOfOneRank) {
   });
   std::ostringstream label;
   label << c;
-  expect_logits_of_one_rank(runs, one, kModes, label.str());
+  const auto vocab = static_cast<std::size_t>(
+      parse_spec(spec_text(1, 1, 1, "none", c.backend), "dcp.yaml").model.vocab_size);
+  expect_logits_of_one_rank(runs, one, kModes, label.str(), vocab);
 }
 
 // (T, D) over (2, 1), (2, 2), (4, 2), (4, 4), I over 1 and 16 (D = 1 holds no shard: I is
@@ -269,7 +271,10 @@ TEST(DecodeContextParallelEager, RanksGiveTheLogitsOfOneRank) {
     Engine engine(parse_spec(spec_text(2, 2, 16, "none"), "dcp.yaml"), options);
     runs[static_cast<std::size_t>(r)] = run_steps(engine, 2, eager, kHostSteps);
   });
-  expect_logits_of_one_rank(runs, one, eager, "eager, T = 2, D = 2, I = 16");
+  expect_logits_of_one_rank(
+      runs, one, eager, "eager, T = 2, D = 2, I = 16",
+      static_cast<std::size_t>(
+          parse_spec(spec_text(1, 1, 1, "none"), "dcp.yaml").model.vocab_size));
 }
 
 /// The reference backend in all but one thing: it says it cannot attend prefill rows over a

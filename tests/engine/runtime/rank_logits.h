@@ -30,7 +30,9 @@ inline RankLogitsCheck expect_rank_logits(std::span<const float> got, std::span<
                                           std::size_t vocab, double tolerance) {
   RankLogitsCheck check;
   EXPECT_EQ(got.size(), want.size());
-  if (got.size() != want.size() || vocab == 0) return check;
+  EXPECT_TRUE(vocab > 0 && want.size() % vocab == 0)
+      << want.size() << " logits are not whole rows of " << vocab;
+  if (got.size() != want.size() || vocab == 0 || want.size() % vocab != 0) return check;
   std::vector<double> a(got.begin(), got.end()), b(want.begin(), want.end());
   check.relative_l2 = relative_l2(a, b);
   EXPECT_LE(check.relative_l2, tolerance);
