@@ -188,7 +188,7 @@ void print_plan(const EngineSpec& spec, const MemoryPlan& plan, const std::strin
   if (moe > 0 && m.moe) {
     std::printf(
         "note: %lld of %d layers are a mixture of experts (%d experts of %d, %d a token, %d "
-        "shared): planned whole, weights and activations; the engine does not run them yet\n",
+        "shared): planned whole, weights and activations\n",
         static_cast<long long>(moe), m.num_layers, m.moe->num_experts, m.moe->intermediate_size,
         m.moe->experts_per_token, m.moe->num_shared_experts);
   }

@@ -396,7 +396,8 @@ void ProgramBuilder::moe_block(int l, int hidden) {
   m.router_logits = tensor(pre + "router_logits", e, l, TensorHome::kActivation, DType::kF32);
   m.topk_ids = tensor(pre + "topk_ids", k, l, TensorHome::kActivation, DType::kI32);
   m.topk_weights = tensor(pre + "topk_weights", k, l, TensorHome::kActivation, DType::kF32);
-  m.gathered = tensor(pre + "experts_in", k * h, l);
+  m.sorted_ids = tensor(pre + "experts_sorted_ids", k, l, TensorHome::kActivation, DType::kI32);
+  m.sorted_rows = tensor(pre + "experts_sorted_rows", k, l, TensorHome::kActivation, DType::kI32);
   m.gate_up = tensor(pre + "experts_gate_up", k * 2 * inter, l);
   m.act = tensor(pre + "experts_act", k * inter, l);
   m.expert_out = tensor(pre + "experts_out", k * h, l);

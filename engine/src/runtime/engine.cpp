@@ -42,13 +42,6 @@ void check_dcp_rows(const EngineSpec& spec, const DeploymentGeometry& geometry, 
 
 /// The spec asks for things the engine does not run: refuse before allocating anything.
 void check_supported(const EngineSpec& spec, const EngineOptions& options) {
-  // A mixture of experts is planned whole (freezeframe plan) but has no kernels yet.
-  for (std::size_t l = 0; l < spec.model.layers.size(); ++l) {
-    FF_CHECK(spec.model.layers[l].mlp != MlpKind::kMoe, E::kUnsupported, spec.where("model.moe"),
-             ": layer ", l,
-             " is a mixture of experts (mlp: moe), which freezeframe plans but does not run yet; "
-             "plan it with freezeframe plan, or run it without (mlp: none)");
-  }
   const int t = spec.tp.world_size;
   const Communicator* comm = options.communicator;
   const int dcp = spec.dcp.world_size;

@@ -11,6 +11,7 @@
 #include "freezeframe/engine/spec/layer_params.h"
 #include "model/rope_frequencies.h"
 #include "runtime/model_kernels.h"
+#include "runtime/moe_kernels.h"
 #include "runtime/sampler_kernel.h"
 
 namespace freezeframe {
@@ -321,9 +322,7 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
                                        views_.tensors[q.scale].data_as<float>(), rows, stream);
       return;
     }
-    case OpKind::kMoeExperts:
-      // The engine refuses a spec with one before anything runs (check_supported).
-      FF_THROW(E::kUnsupported, "layer ", op.layer, ": a mixture of experts is not run yet");
+    case OpKind::kMoeExperts: return experts(op.as<ops::MoeExperts>(), rows, stream);
     case OpKind::kQkvProj: return project(op.as<ops::QkvProj>(), rows, stream);
     case OpKind::kGateUpProj: return project(op.as<ops::GateUpProj>(), rows, stream);
     case OpKind::kMlaKvAProj: return project(op.as<ops::MlaKvAProj>(), rows, stream);
@@ -445,6 +444,53 @@ void ModelRunner::add_projection(const ops::ResidualProjection& p, int rows, cud
   const int gemm_weights[] = {p.weight};
   linear(rows_of(p.in, rows), gemm_weights, rows_of(p.hidden, rows), rows,
          tp_rank_ == 0 ? 1.0f : 0.0f, p.fp8, stream);
+}
+
+void ModelRunner::experts(const ops::MoeExperts& m, int rows, cudaStream_t stream) {
+  const MoeSpec& moe = *spec_.model.moe;
+  const int k = moe.experts_per_token;
+  const int count = rows * k;  // (token, slot) rows
+  // The router's logits in f32, then each token's experts and their weights.
+  const int router[] = {m.router};
+  linear(rows_of(m.in, rows), router, rows_of(m.router_logits, rows), rows, 0.0f, {}, stream);
+  model_kernels::moe_route(rows_of(m.router_logits, rows),
+                           {k, moe.num_groups, moe.top_groups, moe.routed_scaling_factor},
+                           rows_of(m.topk_ids, rows), rows_of(m.topk_weights, rows), rows, stream);
+  const TensorView sorted_ids = rows_of(m.sorted_ids, rows);
+  const TensorView sorted_rows = rows_of(m.sorted_rows, rows);
+  model_kernels::moe_sort(rows_of(m.topk_ids, rows), moe.num_experts, sorted_ids, sorted_rows, rows,
+                          stream);
+  // Each expert's gate and up projections lie back to back (the program places them so): one
+  // [2·I, hidden] matrix a GEMM, as for a dense MLP.
+  std::vector<const void*> gate_up(static_cast<std::size_t>(moe.num_experts));
+  std::vector<const void*> down(gate_up.size());
+  for (std::size_t e = 0; e < gate_up.size(); ++e) {
+    const std::span<const int> w(m.experts.data() + 3 * e, 3);
+    FF_CHECK(back_to_back(w.first(2)), E::kInternal, "expert ", e,
+             "'s gate_proj and up_proj are not back to back");
+    gate_up[e] = views_.weights[w[0]].data();
+    down[e] = views_.weights[w[2]].data();
+  }
+  const TensorView& first = views_.weights[m.experts[0]];
+  const std::int64_t inter = first.size(0), hidden = first.size(1);
+  // The [T, k·width] scratch seen as T·k rows.
+  auto as_slots = [&](int t, std::int64_t width) {
+    const TensorView v = views_.tensors[t];
+    const std::int64_t shape[] = {v.size(0) * k, width};
+    return TensorView(v.data(), v.dtype(), shape, v.device()).narrow(0, 0, count);
+  };
+  const TensorView gate_up_rows = as_slots(m.gate_up, 2 * inter);
+  const TensorView act_rows = as_slots(m.act, inter);
+  const TensorView out_rows = as_slots(m.expert_out, hidden);
+  model_kernels::moe_grouped_gemm(rows_of(m.in, rows), k, sorted_ids, sorted_rows, count, gate_up,
+                                  2 * inter, hidden, gate_up_rows, stream);
+  model_kernels::silu_and_mul(gate_up_rows, act_rows, count, stream);
+  model_kernels::moe_grouped_gemm(act_rows, 1, sorted_ids, sorted_rows, count, down, hidden, inter,
+                                  out_rows, stream);
+  // Rank 0 adds to the residual; another adds to the partial sum its shared experts wrote, or
+  // writes its own.
+  model_kernels::moe_combine(out_rows, rows_of(m.topk_weights, rows), k, rows_of(m.hidden, rows),
+                             tp_rank_ == 0 || moe.num_shared_experts > 0, rows, stream);
 }
 
 void ModelRunner::attention(const ProgramOp& op, const RunShape& shape, const AttentionMetadata& md,

@@ -281,6 +281,12 @@ void SpecParser::agree_on_mla_and_moe() {
                         moe.num_shared_experts};
     r_.remember("model.moe", checkpoint_node_);
   }
+  // The router's rules are the checkpoint's whether the spec gives the sizes or not.
+  if (model.moe && c.moe) {
+    model.moe->routed_scaling_factor = static_cast<float>(moe.routed_scaling_factor);
+    model.moe->num_groups = moe.num_groups;
+    model.moe->top_groups = moe.top_groups;
+  }
 }
 
 MlpKind SpecParser::checkpoint_mlp(int l) const {

@@ -215,7 +215,9 @@ TEST(ModelProgram, DeepSeekV2LiteHoldsEveryExpert) {
     EXPECT_EQ(m.experts.size(), 3u * 64u);
     EXPECT_EQ(program.tensors[m.topk_ids].width, 6);
     EXPECT_EQ(program.tensors[m.router_logits].width, 64);
-    EXPECT_EQ(program.tensors[m.gathered].width, 6 * h);
+    EXPECT_EQ(program.tensors[m.sorted_rows].width, 6);
+    EXPECT_EQ(program.tensors[m.gate_up].width, 6 * 2 * 1408);
+    EXPECT_EQ(program.tensors[m.expert_out].width, 6 * h);
   }
   EXPECT_EQ(moe_ops, 26);
   // Over 4 ranks each expert's width is split as a dense MLP's is.

@@ -8,7 +8,9 @@
 //  - tiny-llama3.gguf: the same weights as llama.cpp stores them, the scaling as
 //    rope_freqs.weight factors and q/k rows in llama.cpp's rotary order: the same logits;
 //  - tiny-mistral: a 16-token sliding window under prompts of 23 to 60 tokens;
-//  - tiny-qwen2: q/k/v biases and tied embeddings.
+//  - tiny-qwen2: q/k/v biases and tied embeddings;
+//  - tiny-deepseek-v2: latent attention (reference_mla), a dense layer then routed and shared
+//    experts, YaRN.
 //
 // Each prompt is prefilled in one step (the prefill kernels; its last position is compared)
 // and fed one token at a time (the decode kernels; every position is compared), eagerly, eagerly
@@ -48,7 +50,14 @@ struct Case {
   const char* sharing = "across_sizes";  ///< cuda_graphs.share_piecewise_executables
   const char* residual = "auto";         ///< model.residual_dtype
   int interleave = 0;  ///< over two ranks: decode context parallelism of D = 2 at this I (0: none)
+  /// Every position's bound fed one token at a time (the last ones keep kTolerance): what
+  /// transformers itself does in bf16 to the model, where it is more than kTolerance.
+  double position_tolerance = 1e-2;
 };
+
+/// The tiny DeepSeek-V2's: transformers in bf16 is 4.4e-2 off at one position
+/// (scripts/fixtures/make_deepseek_fixtures.py prints it).
+constexpr double kDeepseekPositionTolerance = 5e-2;
 
 /// The name of a case's test: the checkpoint and backend, and what differs from the defaults.
 std::string name_of(const Case& c, bool with_sharing) {
@@ -128,7 +137,8 @@ TEST_P(ReferenceLogits, MatchTransformersEagerAndInGraphs) {
       for (std::size_t t = 0; t < n; ++t) {
         const double e = relative_l2(std::span<const float>(every[m][p]).subspan(t * vocab, vocab),
                                      ref.subspan(t * vocab, vocab));
-        EXPECT_LE(e, kTolerance) << "position " << t << " fed one token at a time";
+        EXPECT_LE(e, t + 1 == n ? kTolerance : c.position_tolerance)
+            << "position " << t << " fed one token at a time";
         if (e > worst) {
           worst = e;
           worst_at = t;
@@ -217,7 +227,9 @@ TEST_P(ReferenceLogitsOverTwoRanks, MatchTransformers) {
         const double e =
             relative_l2(std::span<const float>(every[0][m][p]).subspan(t * vocab, vocab),
                         std::span<const float>(want).subspan(t * vocab, vocab));
-        EXPECT_LE(e, kTwoRankTolerance) << "position " << t;
+        EXPECT_LE(e, t + 1 == prompts[p].size() ? kTwoRankTolerance
+                                                : std::max(kTwoRankTolerance, c.position_tolerance))
+            << "position " << t;
         worst = std::max(worst, e);
       }
       EXPECT_EQ(every[1][m][p], every[0][m][p]) << "rank 1's logits";
@@ -244,7 +256,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-llama3.gguf", "tiny-llama3", "paged_decode", "across_sizes",
                            "auto", 16},
                       Case{"tiny-qwen2", "tiny-qwen2", "paged_decode", "across_sizes", "auto", 16},
-                      Case{"tiny-qwen2", "tiny-qwen2", "reference", "across_sizes", "auto", 1}),
+                      Case{"tiny-qwen2", "tiny-qwen2", "reference", "across_sizes", "auto", 1},
+                      // DeepSeek-V2: latent attention, experts split by width, YaRN.
+                      Case{"tiny-deepseek-v2", "tiny-deepseek-v2", "reference_mla", "across_sizes",
+                           "auto", 0, kDeepseekPositionTolerance},
+                      Case{"tiny-deepseek-v2", "tiny-deepseek-v2", "reference_mla", "across_sizes",
+                           "auto", 16, kDeepseekPositionTolerance}),
     [](const auto& info) { return name_of(info.param, false); });
 
 INSTANTIATE_TEST_SUITE_P(
@@ -259,7 +276,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-llama3", "tiny-llama3", "paged_decode", "none"},
                       Case{"tiny-llama3", "tiny-llama3", "paged_decode", "across_layers"},
                       Case{"tiny-qwen2", "tiny-qwen2", "paged_decode", "across_sizes", "f32"},
-                      Case{"tiny-mistral", "tiny-mistral", "reference", "across_sizes", "f32"}),
+                      Case{"tiny-mistral", "tiny-mistral", "reference", "across_sizes", "f32"},
+                      Case{"tiny-deepseek-v2", "tiny-deepseek-v2", "reference_mla", "across_sizes",
+                           "auto", 0, kDeepseekPositionTolerance}),
     [](const auto& info) { return name_of(info.param, true); });
 
 }  // namespace

@@ -181,9 +181,11 @@ INSTANTIATE_TEST_SUITE_P(
                       // near-tie).
                       Case{"bf16", "paged_decode", 0.3f, 0.985},
                       // W8A8 projections (fp8 weights per channel, inputs per token) move the
-                      // logits by far more than 16-bit rounding: flips may come at wider gaps,
-                      // and the bar is the 97% of top-1s agreeing that fp8 serving is held to.
-                      Case{"bf16", "paged_decode", 2.0f, 0.97, "f32", "fp8"}),
+                      // logits by far more than 16-bit rounding: flips may come at wider gaps.
+                      // On this 135M model W8A8 alone, simulated in f32 over transformers
+                      // (scripts/fixtures/w8a8_agreement.py), keeps 694/817 = 84.9%; the bar
+                      // sits under it (the engine kept 715/817 = 87.5% on an H100).
+                      Case{"bf16", "paged_decode", 2.0f, 0.84, "f32", "fp8"}),
     [](const auto& info) {
       return std::string(info.param.dtype) +
              (std::string(info.param.residual) == "f32" ? "_f32_residual_" : "_") +

@@ -24,7 +24,7 @@ enum class OpKind {
   kSiluAndMul,        ///< act = silu(gate) · up   [T, I] (and/or its fp8 rows, Fp8Rows)
   kDownProjResidual,  ///< hidden += act · W_downᵀ
   /// hidden += Σ over each token's top-k experts of weight · expert(x) (a MoE layer's routed
-  /// experts; planned, not yet run)
+  /// experts)
   kMoeExperts,
   kMlaQProj,      ///< q_a = rms_norm(x · W_q_aᵀ) (q_lora; the rest is the MLA impl's)
   kMlaKvAProj,    ///< kv_a = x · W_kv_aᵀ   [T, R + rope]
@@ -177,17 +177,19 @@ struct SiluAndMul {
   }
 };
 /// A MoE layer's routed experts: the router's logits (f32 [T, E]), each token's top-k experts
-/// and their weights ([T, k]), the tokens gathered by expert ([T·k, hidden]), the experts'
-/// gate_up, act and down outputs ([T·k, ·]), summed back into hidden by the weights.
+/// and their weights ([T, k]), the T·k (token, slot) rows ordered by expert (their experts and
+/// row numbers, [T, k] i32 each), and the experts' gate_up, act and down outputs ([T·k, ·],
+/// kept [T, k·width]), summed back into hidden by the weights.
 struct MoeExperts {
   static constexpr OpKind kKind = OpKind::kMoeExperts;
   int in, hidden;
-  int router_logits, topk_ids, topk_weights, gathered, gate_up, act, expert_out;
+  int router_logits, topk_ids, topk_weights, sorted_ids, sorted_rows, gate_up, act, expert_out;
   int router;                ///< weight [E, hidden]
   std::vector<int> experts;  ///< gate_proj, up_proj, down_proj of expert 0, then 1, ...
   [[nodiscard]] OpAccess access() const {
     OpAccess a{{in, hidden},
-               {hidden, router_logits, topk_ids, topk_weights, gathered, gate_up, act, expert_out},
+               {hidden, router_logits, topk_ids, topk_weights, sorted_ids, sorted_rows, gate_up,
+                act, expert_out},
                {router}};
     a.weights.insert(a.weights.end(), experts.begin(), experts.end());
     return a;

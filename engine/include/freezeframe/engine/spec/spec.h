@@ -43,6 +43,12 @@ struct MoeSpec {
   int experts_per_token = 0;
   int intermediate_size = 0;
   int num_shared_experts = 0;
+  /// How the router weighs the experts it picks (a checkpoint's; a spec alone gets the
+  /// softmax's top k among all, unscaled): the top k among the best top_groups of num_groups
+  /// groups, each weight times routed_scaling_factor.
+  float routed_scaling_factor = 1.0f;
+  int num_groups = 1;
+  int top_groups = 1;
 };
 
 /// Multi-head latent attention dimensions (DeepSeek-V2/V3).
