@@ -239,6 +239,12 @@ check(RC 0 ARGS inspect ${weights}/llama-fp8-channel --tensors --verify
           "the model program's 12 weights: all present" "0 problems")
 check(RC 0 ARGS inspect ${weights}/llama-fp8-block
       OUT "a scale per block of 24 x 8" "12 weights: all present")
+check(RC 0 ARGS inspect ${SOURCE_DIR}/tests/fixtures/reference/tiny-deepseek-v2 --verify
+      OUT "DeepseekV2ForCausalLM: 3 layers, hidden 64, heads 4/4 of 64"
+          "latent attention: kv_lora_rank 64, q_lora_rank 0, head parts 32 + 32 (rope), v 32"
+          "experts: 4 of 32, 2 a token, 1 shared, from layer 1 on; weights x 1"
+          "rope scaling: YaRN, factor 4 over 32 positions (beta 32/1, mscale 1/0.707)"
+          "the model program's 59 weights: all present" "0 problems")
 check(RC 1 ARGS inspect ${WORK_DIR}/missing.gguf ERR "cannot read checkpoint" NOT_ERR ".cpp")
 
 # serve, where the tool has it (built with cpp-httplib): its usage and its bad command lines,
