@@ -30,6 +30,9 @@ struct ModelRunner::Layer {
   std::string dcp_gather_range;  ///< "dcp_gather[layer=i]": the group's queries gathered
   std::string dcp_merge_range;   ///< "dcp_merge[layer=i]": the partial outputs merged
   bool rope = true;              ///< ALiBi layers have no rotary embedding
+  /// A MoE layer's experts: each one's gate_up ([2·I, hidden], gate and up back to back) and
+  /// down weights, for the grouped GEMMs.
+  std::vector<const void*> expert_gate_up, expert_down;
 };
 
 ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geometry,
@@ -122,6 +125,20 @@ ModelRunner::ModelRunner(const EngineSpec& spec, const DeploymentGeometry& geome
       layer->impl = backend.make_impl(attention_params(spec, l, tp_rank_), dcp);
     }
     layers_.push_back(std::move(layer));
+  }
+  // Each MoE layer's expert pointers, once: the program places every expert's gate_proj and
+  // up_proj back to back, so the grouped GEMM reads them as one matrix.
+  for (const ProgramOp& op : program.ops) {
+    if (op.kind() != OpKind::kMoeExperts) continue;
+    const auto& m = op.as<ops::MoeExperts>();
+    Layer& layer = *layers_[op.layer];
+    for (std::size_t e = 0; e * 3 < m.experts.size(); ++e) {
+      const std::span<const int> w(m.experts.data() + 3 * e, 3);
+      FF_CHECK(back_to_back(w.first(2)), E::kInternal, "layer ", op.layer, ", expert ", e,
+               ": gate_proj and up_proj are not back to back");
+      layer.expert_gate_up.push_back(views.weights[w[0]].data());
+      layer.expert_down.push_back(views.weights[w[2]].data());
+    }
   }
 
   const MemoryRegion& cublas = arena.plan().region("cublas_workspace");
@@ -322,7 +339,8 @@ void ModelRunner::run_op(const Op& o, const RunShape& shape,
                                        views_.tensors[q.scale].data_as<float>(), rows, stream);
       return;
     }
-    case OpKind::kMoeExperts: return experts(op.as<ops::MoeExperts>(), rows, stream);
+    case OpKind::kMoeExperts:
+      return experts(op.as<ops::MoeExperts>(), *layers_[op.layer], rows, stream);
     case OpKind::kQkvProj: return project(op.as<ops::QkvProj>(), rows, stream);
     case OpKind::kGateUpProj: return project(op.as<ops::GateUpProj>(), rows, stream);
     case OpKind::kMlaKvAProj: return project(op.as<ops::MlaKvAProj>(), rows, stream);
@@ -446,7 +464,8 @@ void ModelRunner::add_projection(const ops::ResidualProjection& p, int rows, cud
          tp_rank_ == 0 ? 1.0f : 0.0f, p.fp8, stream);
 }
 
-void ModelRunner::experts(const ops::MoeExperts& m, int rows, cudaStream_t stream) {
+void ModelRunner::experts(const ops::MoeExperts& m, const Layer& layer, int rows,
+                          cudaStream_t stream) {
   const MoeSpec& moe = *spec_.model.moe;
   const int k = moe.experts_per_token;
   const int count = rows * k;  // (token, slot) rows
@@ -460,17 +479,6 @@ void ModelRunner::experts(const ops::MoeExperts& m, int rows, cudaStream_t strea
   const TensorView sorted_rows = rows_of(m.sorted_rows, rows);
   model_kernels::moe_sort(rows_of(m.topk_ids, rows), moe.num_experts, sorted_ids, sorted_rows, rows,
                           stream);
-  // Each expert's gate and up projections lie back to back (the program places them so): one
-  // [2·I, hidden] matrix a GEMM, as for a dense MLP.
-  std::vector<const void*> gate_up(static_cast<std::size_t>(moe.num_experts));
-  std::vector<const void*> down(gate_up.size());
-  for (std::size_t e = 0; e < gate_up.size(); ++e) {
-    const std::span<const int> w(m.experts.data() + 3 * e, 3);
-    FF_CHECK(back_to_back(w.first(2)), E::kInternal, "expert ", e,
-             "'s gate_proj and up_proj are not back to back");
-    gate_up[e] = views_.weights[w[0]].data();
-    down[e] = views_.weights[w[2]].data();
-  }
   const TensorView& first = views_.weights[m.experts[0]];
   const std::int64_t inter = first.size(0), hidden = first.size(1);
   // The [T, k·width] scratch seen as T·k rows.
@@ -482,11 +490,11 @@ void ModelRunner::experts(const ops::MoeExperts& m, int rows, cudaStream_t strea
   const TensorView gate_up_rows = as_slots(m.gate_up, 2 * inter);
   const TensorView act_rows = as_slots(m.act, inter);
   const TensorView out_rows = as_slots(m.expert_out, hidden);
-  model_kernels::moe_grouped_gemm(rows_of(m.in, rows), k, sorted_ids, sorted_rows, count, gate_up,
-                                  2 * inter, hidden, gate_up_rows, stream);
+  model_kernels::moe_grouped_gemm(rows_of(m.in, rows), k, sorted_ids, sorted_rows, count,
+                                  layer.expert_gate_up, 2 * inter, hidden, gate_up_rows, stream);
   model_kernels::silu_and_mul(gate_up_rows, act_rows, count, stream);
-  model_kernels::moe_grouped_gemm(act_rows, 1, sorted_ids, sorted_rows, count, down, hidden, inter,
-                                  out_rows, stream);
+  model_kernels::moe_grouped_gemm(act_rows, 1, sorted_ids, sorted_rows, count, layer.expert_down,
+                                  hidden, inter, out_rows, stream);
   // Rank 0 adds to the residual; another adds to the partial sum its shared experts wrote, or
   // writes its own.
   model_kernels::moe_combine(out_rows, rows_of(m.topk_weights, rows), k, rows_of(m.hidden, rows),

@@ -114,7 +114,7 @@ class ModelRunner {
   void project(const ops::Projection& p, int rows, cudaStream_t stream);
   /// A MoE layer's routed experts (moe_kernels.h): route, sort, gate_up, SiLU·mul, down,
   /// combine.
-  void experts(const ops::MoeExperts& m, int rows, cudaStream_t stream);
+  void experts(const ops::MoeExperts& m, const Layer& layer, int rows, cudaStream_t stream);
   /// hidden += in · Wᵀ.
   void add_projection(const ops::ResidualProjection& p, int rows, cudaStream_t stream);
   /// x · Wᵀ for the weights `weights` (stacked along the output dimension, fused into one GEMM
