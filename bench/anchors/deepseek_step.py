@@ -23,9 +23,11 @@ last token.
   counted on the device, so the step captures), the shared experts as one MLP of 2816. Without
   CUDA (--check on the CPU) the experts run one by one over their rows instead.
 
---check FOLDER runs the tiny DeepSeek-V2 that scripts/fixtures/make_deepseek_fixtures.py wrote
-(its config and weights) over the prompts of its logits file, on the CPU: each prompt's
-prefill logits and a last token decoded over the cache against transformers' float32 logits.
+--check FOLDER runs a tiny DeepSeek-V2 that scripts/fixtures/make_deepseek_fixtures.py wrote
+(its config and weights: tiny-deepseek-v2, or tiny-deepseek-v2-qlora with the query compressed
+and the experts chosen within groups) over the prompts of its logits file, on the CPU: each
+prompt's prefill logits and a last token decoded over the cache against transformers' float32
+logits.
 
 usage: python3 bench/anchors/deepseek_step.py --json $OUT/deepseek_step.json
        [--batches 1,8,64] [--context 4096] [--prefill 1x4096,16x256] [--iterations N]
@@ -43,7 +45,8 @@ import torch.nn.functional as F
 
 LITE = SimpleNamespace(vocab=102400, hidden=2048, layers=27, heads=16, rank=512, nope=128,
                        rope=64, v=128, q_lora=0, dense_inter=10944, experts=64, k=6,
-                       moe_inter=1408, shared=2, first_dense=1, scaling=1.0, eps=1e-6,
+                       moe_inter=1408, shared=2, first_dense=1, scaling=1.0, groups=1,
+                       top_groups=1, eps=1e-6,
                        theta=10000.0,
                        yarn=dict(factor=40.0, original=4096, beta_fast=32.0, beta_slow=1.0,
                                  mscale=0.707, mscale_all_dim=0.707))
@@ -131,10 +134,12 @@ def load_weights(folder, c, dtype):
     layers = []
     for l in range(c.layers):
         p = f"model.layers.{l}."
-        layer = {name: t[p + key + ".weight"] for name, key in (
+        query = (("q_a_proj", "self_attn.q_a_proj"), ("q_a_layernorm", "self_attn.q_a_layernorm"),
+                 ("q_b_proj", "self_attn.q_b_proj")) if c.q_lora else (("q_proj", "self_attn.q_proj"),)
+        layer = {name: t[p + key + ".weight"] for name, key in query + (
             ("input_layernorm", "input_layernorm"),
             ("post_attention_layernorm", "post_attention_layernorm"),
-            ("q_proj", "self_attn.q_proj"), ("kv_a_proj_with_mqa", "self_attn.kv_a_proj_with_mqa"),
+            ("kv_a_proj_with_mqa", "self_attn.kv_a_proj_with_mqa"),
             ("kv_a_layernorm", "self_attn.kv_a_layernorm"), ("kv_b_proj", "self_attn.kv_b_proj"),
             ("o_proj", "self_attn.o_proj"))}
         if l < c.first_dense:
@@ -170,6 +175,9 @@ def config_of(folder):
         k=j["num_experts_per_tok"], moe_inter=j["moe_intermediate_size"],
         shared=j.get("n_shared_experts") or 0, first_dense=j.get("first_k_dense_replace", 0),
         scaling=j.get("routed_scaling_factor", 1.0), eps=j["rms_norm_eps"],
+        groups=(j.get("n_group") or 1) if j.get("topk_method") == "group_limited_greedy" else 1,
+        top_groups=(j.get("topk_group") or 1) if j.get("topk_method") == "group_limited_greedy"
+        else 1,
         theta=rope.get("rope_theta", j.get("rope_theta", 10000.0)), yarn=yarn)
 
 
@@ -189,7 +197,12 @@ def experts(x, layer, c):
     """The routed experts of x [T, hidden]: the router's softmax top k, each (token, slot) row
     through its expert, summed by the weights."""
     logits = x.float() @ layer["router"].float().T
-    weights, ids = torch.topk(logits.softmax(-1), c.k, dim=-1)
+    scores = logits.softmax(-1)
+    if c.groups > 1:  # group-limited: the experts outside the best top_groups groups score 0
+        best = scores.view(-1, c.groups, c.experts // c.groups).amax(-1)
+        keep = torch.zeros_like(best).scatter_(1, best.topk(c.top_groups, dim=-1).indices, 1.0)
+        scores = scores * keep.repeat_interleave(c.experts // c.groups, dim=-1)
+    weights, ids = torch.topk(scores, c.k, dim=-1)
     weights = weights * c.scaling
     rows = x.shape[0] * c.k
     flat = ids.flatten()
@@ -241,7 +254,12 @@ class Model:
         total = first + n
         for l, layer in enumerate(w["layers"]):
             x = rms_norm(h, layer["input_layernorm"], c.eps)
-            q = (x @ layer["q_proj"].T).view(b, n, c.heads, c.nope + c.rope)
+            if c.q_lora:
+                q = rms_norm(x @ layer["q_a_proj"].T, layer["q_a_layernorm"], c.eps) @ \
+                    layer["q_b_proj"].T
+            else:
+                q = x @ layer["q_proj"].T
+            q = q.view(b, n, c.heads, c.nope + c.rope)
             q_nope, q_pe = q[..., :c.nope], rotate(q[..., c.nope:], cos[:, None], sin[:, None])
             kv_a = x @ layer["kv_a_proj_with_mqa"].T
             latent = rms_norm(kv_a[..., :c.rank], layer["kv_a_layernorm"], c.eps)

@@ -143,11 +143,13 @@ TEST(WeightSource, GgufExactTensorsAreTheSafetensorsBitForBit) {
   (void)match_weights(*gguf, build_model_program(weights_spec("llama.gguf")));
 }
 
-// The tiny DeepSeek-V2 transformers saved (scripts/fixtures/make_deepseek_fixtures.py): its
+// The tiny DeepSeek-V2s transformers saved (scripts/fixtures/make_deepseek_fixtures.py): their
 // latent attention, dense first layer, router, experts and shared expert under the program's
 // names and shapes.
-TEST(WeightSource, TinyDeepSeekV2IsTheProgramsWeights) {
-  const EngineSpec spec = weights_spec("../../reference/tiny-deepseek-v2");
+class TinyDeepSeekV2 : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TinyDeepSeekV2, IsTheProgramsWeights) {
+  const EngineSpec spec = weights_spec(std::string("../../reference/") + GetParam());
   ASSERT_TRUE(spec.model.mla && spec.model.moe);
   EXPECT_EQ(spec.model.layers[0].mlp, MlpKind::kGatedSilu);
   EXPECT_EQ(spec.model.layers[2].mlp, MlpKind::kMoe);
@@ -166,7 +168,20 @@ TEST(WeightSource, TinyDeepSeekV2IsTheProgramsWeights) {
         "model.layers.0.self_attn.kv_a_proj_with_mqa.weight"}) {
     EXPECT_NE(source->find(name), nullptr) << name;
   }
+  // The compressed query's projections, where the checkpoint has them.
+  const bool q_lora = spec.model.mla->q_lora_rank > 0;
+  EXPECT_EQ(source->find("model.layers.0.self_attn.q_a_proj.weight") != nullptr, q_lora);
+  EXPECT_EQ(source->find("model.layers.0.self_attn.q_proj.weight") != nullptr, !q_lora);
 }
+
+// tiny-deepseek-v2-qlora: the query compressed, the experts chosen within groups.
+INSTANTIATE_TEST_SUITE_P(Checkpoints, TinyDeepSeekV2,
+                         ::testing::Values("tiny-deepseek-v2", "tiny-deepseek-v2-qlora"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
 
 TEST(WeightSource, GgufQuantisedRowsAreTheReadersPermutedBack) {
   const CheckpointConfig config =

@@ -10,7 +10,7 @@
 //  - tiny-mistral: a 16-token sliding window under prompts of 23 to 60 tokens;
 //  - tiny-qwen2: q/k/v biases and tied embeddings;
 //  - tiny-deepseek-v2: latent attention (reference_mla), a dense layer then routed and shared
-//    experts, YaRN.
+//    experts, YaRN; -qlora: the query compressed, the experts chosen within groups and scaled.
 //
 // Each prompt is prefilled in one step (the prefill kernels; its last position is compared)
 // and fed one token at a time (the decode kernels; every position is compared), eagerly, eagerly
@@ -261,7 +261,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-deepseek-v2", "tiny-deepseek-v2", "reference_mla", "across_sizes",
                            "auto", 0, kDeepseekPositionTolerance},
                       Case{"tiny-deepseek-v2", "tiny-deepseek-v2", "reference_mla", "across_sizes",
-                           "auto", 16, kDeepseekPositionTolerance}),
+                           "auto", 16, kDeepseekPositionTolerance},
+                      Case{"tiny-deepseek-v2-qlora", "tiny-deepseek-v2-qlora", "reference_mla",
+                           "across_sizes", "auto", 0, kDeepseekPositionTolerance}),
     [](const auto& info) { return name_of(info.param, false); });
 
 INSTANTIATE_TEST_SUITE_P(
@@ -278,7 +280,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-qwen2", "tiny-qwen2", "paged_decode", "across_sizes", "f32"},
                       Case{"tiny-mistral", "tiny-mistral", "reference", "across_sizes", "f32"},
                       Case{"tiny-deepseek-v2", "tiny-deepseek-v2", "reference_mla", "across_sizes",
-                           "auto", 0, kDeepseekPositionTolerance}),
+                           "auto", 0, kDeepseekPositionTolerance},
+                      Case{"tiny-deepseek-v2-qlora", "tiny-deepseek-v2-qlora", "reference_mla",
+                           "across_sizes", "auto", 0, kDeepseekPositionTolerance}),
     [](const auto& info) { return name_of(info.param, true); });
 
 }  // namespace

@@ -154,6 +154,25 @@ scheduler:
   EXPECT_EQ(generated.model.layers[0].backend, "reference_mla");
 }
 
+// The router's rules come from the checkpoint, whether the spec gives the experts' sizes or not.
+TEST(SpecCheckpoint, TheRoutersRulesAreTheCheckpoints) {
+  const std::string qlora = "model:\n  checkpoint: ../fixtures/reference/tiny-deepseek-v2-qlora\n";
+  for (const std::string& yaml :
+       {qlora, qlora + "  moe:\n    num_experts: 4\n    experts_per_token: 2\n"
+                       "    intermediate_size: 32\n    num_shared_experts: 1\n"}) {
+    const EngineSpec spec = spec_of(yaml);
+    ASSERT_TRUE(spec.model.moe);
+    EXPECT_EQ(spec.model.moe->num_groups, 2);
+    EXPECT_EQ(spec.model.moe->top_groups, 1);
+    EXPECT_EQ(spec.model.moe->routed_scaling_factor, 2.0f);
+    EXPECT_EQ(spec.model.mla->q_lora_rank, 32);
+  }
+  const EngineSpec plain =
+      spec_of("model:\n  checkpoint: ../fixtures/reference/tiny-deepseek-v2\n");
+  EXPECT_EQ(plain.model.moe->num_groups, 1);
+  EXPECT_EQ(plain.model.moe->routed_scaling_factor, 1.0f);
+}
+
 TEST(SpecCheckpoint, LatentAttentionAndExpertsMustAgreeWithTheCheckpoints) {
   std::string m = message_of("model:\n  checkpoint: " + kCheckpoints + R"(deepseek-v2-lite
   mla:
