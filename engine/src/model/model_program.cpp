@@ -388,8 +388,8 @@ void ProgramBuilder::moe_block(int l, int hidden) {
     gated_mlp(l, x, hidden, pre + "mlp.shared_experts.", pre + "shared_",
               shard_.intermediate(std::int64_t(moe.num_shared_experts) * moe.intermediate_size));
   }
-  // The routed experts: every token's k rows, gathered by expert (static in shape: T · k rows
-  // whatever the routing, so the step captures).
+  // The routed experts: every token's k (token, slot) rows, ordered by expert (static in shape:
+  // T · k rows whatever the routing, so the step captures).
   ops::MoeExperts m{};
   m.in = x.rows;
   m.hidden = hidden;

@@ -53,6 +53,13 @@ __device__ __forceinline__ void warp_argmax(float& value, int& index) {
   }
 }
 
+__device__ __forceinline__ float warp_max(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
@@ -72,8 +79,7 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
 
   float best = -INFINITY;
   for (int e = lane; e < n; e += 32) best = fmaxf(best, logits[e]);
-  int unused = 0;
-  warp_argmax(best, unused);
+  best = warp_max(best);
   float sum = 0.0f;
   for (int e = lane; e < n; e += 32) {
     const float x = expf(logits[e] - best);
