@@ -49,10 +49,12 @@ struct Case {
   const char* backend;
   const char* sharing = "across_sizes";  ///< cuda_graphs.share_piecewise_executables
   const char* residual = "auto";         ///< model.residual_dtype
-  int interleave = 0;  ///< over two ranks: decode context parallelism of D = 2 at this I (0: none)
+  int interleave =
+      0;  ///< over several ranks: decode context parallelism of D = T at this I (0: none)
   /// Every position's bound fed one token at a time (the last ones keep kTolerance): what
   /// transformers itself does in bf16 to the model, where it is more than kTolerance.
   double position_tolerance = 1e-2;
+  int ranks = 2;  ///< over several ranks: T (and D = T with an interleave)
 };
 
 /// The tiny DeepSeek-V2's: transformers in bf16 is 4.4e-2 off at one position
@@ -65,6 +67,7 @@ std::string name_of(const Case& c, bool with_sharing) {
   if (with_sharing) name += std::string("_") + c.sharing;
   if (std::string(c.residual) == "f32") name += "_f32_residual";
   if (c.interleave > 0) name += "_dcp_interleave_" + std::to_string(c.interleave);
+  if (c.ranks != 2) name += "_" + std::to_string(c.ranks) + "_ranks";
   for (char& ch : name) {
     if (ch == '-' || ch == '.') ch = '_';
   }
@@ -163,7 +166,8 @@ TEST_P(ReferenceLogits, MatchTransformersEagerAndInGraphs) {
   }
 }
 
-// Two tensor-parallel ranks of a LocalGroup, each loading its shard of the checkpoint (one of
+// Two tensor-parallel ranks of a LocalGroup (four for the tiny DeepSeek-V2 at (T, D) = (4, 4)),
+// each loading its shard of the checkpoint (one of
 // the two query heads, the KV head replicated, half the MLP and of the vocabulary; Qwen2's
 // biases and tied embeddings; the GGUF's rotary rows): rank 0's logits match transformers,
 // and rank 1's are the same bits; each prompt prefilled whole (its last position) and fed one
@@ -188,17 +192,18 @@ TEST_P(ReferenceLogitsOverTwoRanks, MatchTransformers) {
     prompts.push_back(reference.ints(p, "token_ids"));
     longest = std::max(longest, static_cast<int>(prompts.back().size()));
   }
-  LocalGroup group(2);
+  LocalGroup group(c.ranks);
   // [rank][mode][prompt]: the prefill's last logits, and every position fed one token at a
   // time; eagerly, then in graphs.
-  std::vector<float> last[2][2][3], every[2][2][3];
+  using Runs = std::vector<float>[2][3];
+  std::vector<Runs> last(static_cast<std::size_t>(c.ranks)), every(last.size());
   group.run([&](int r) {
     EngineOptions options;
     options.communicator = &group.rank(r);
     if (c.interleave > 0) options.dcp_communicator = &group.rank(r);  // D = T
-    Engine engine(spec_of(c, 2), options);
+    Engine engine(spec_of(c, c.ranks), options);
     EXPECT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
-    EXPECT_EQ(engine.geometry().rank.dcp_world_size, c.interleave > 0 ? 2 : 1);
+    EXPECT_EQ(engine.geometry().rank.dcp_world_size, c.interleave > 0 ? c.ranks : 1);
     SequenceRunner runner(engine, static_cast<int>(prompts.size()), longest);
     const StepOptions modes[2] = {{.eager = true}, {}};
     for (int m = 0; m < 2; ++m) {
@@ -221,7 +226,9 @@ TEST_P(ReferenceLogitsOverTwoRanks, MatchTransformers) {
       const double prefill_error =
           relative_l2(last[0][m][p], std::span<const float>(want).subspan((n - 1) * vocab, vocab));
       EXPECT_LE(prefill_error, kTwoRankTolerance) << "the prefill's last position";
-      EXPECT_EQ(last[1][m][p], last[0][m][p]) << "rank 1's prefill logits";
+      for (int r = 1; r < c.ranks; ++r) {
+        EXPECT_EQ(last[r][m][p], last[0][m][p]) << "rank " << r << "'s prefill logits";
+      }
       double worst = 0;
       for (std::size_t t = 0; t < prompts[p].size(); ++t) {
         const double e =
@@ -232,12 +239,14 @@ TEST_P(ReferenceLogitsOverTwoRanks, MatchTransformers) {
             << "position " << t;
         worst = std::max(worst, e);
       }
-      EXPECT_EQ(every[1][m][p], every[0][m][p]) << "rank 1's logits";
+      for (int r = 1; r < c.ranks; ++r) {
+        EXPECT_EQ(every[r][m][p], every[0][m][p]) << "rank " << r << "'s logits";
+      }
       std::printf(
-          "%s on %s over 2 ranks (DCP interleave %d), %s, prompt %zu: prefill %.2e, one "
+          "%s on %s over %d ranks (DCP interleave %d), %s, prompt %zu: prefill %.2e, one "
           "at a time %.2e at worst\n",
-          c.checkpoint, c.backend, c.interleave, m == 0 ? "eager" : "graphs", p, prefill_error,
-          worst);
+          c.checkpoint, c.backend, c.ranks, c.interleave, m == 0 ? "eager" : "graphs", p,
+          prefill_error, worst);
     }
   }
 }
@@ -263,7 +272,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-deepseek-v2", "tiny-deepseek-v2", "reference_mla", "across_sizes",
                            "auto", 16, kDeepseekPositionTolerance},
                       Case{"tiny-deepseek-v2-qlora", "tiny-deepseek-v2-qlora", "reference_mla",
-                           "across_sizes", "auto", 0, kDeepseekPositionTolerance}),
+                           "across_sizes", "auto", 0, kDeepseekPositionTolerance},
+                      // (T, D) = (4, 4): a head and a quarter of each expert a rank.
+                      Case{"tiny-deepseek-v2", "tiny-deepseek-v2", "reference_mla", "across_sizes",
+                           "auto", 16, kDeepseekPositionTolerance, 4}),
     [](const auto& info) { return name_of(info.param, false); });
 
 INSTANTIATE_TEST_SUITE_P(
