@@ -18,4 +18,10 @@ void download(const TensorView& device, HostTensor& host) {
   FF_CUDA_CHECK(cudaMemcpy(host.data(), device.data(), host.bytes(), cudaMemcpyDeviceToHost));
 }
 
+std::vector<std::uint8_t> device_bytes(const TensorView& device) {
+  std::vector<std::uint8_t> host(static_cast<std::size_t>(device.span_bytes()));
+  FF_CUDA_CHECK(cudaMemcpy(host.data(), device.data(), host.size(), cudaMemcpyDeviceToHost));
+  return host;
+}
+
 }  // namespace freezeframe::testing

@@ -228,7 +228,8 @@ void SpecParser::agree_on_mla_and_moe() {
   if (!spec_.model.checkpoint) return;
   const CheckpointConfig& c = *spec_.model.checkpoint;
   ModelSpec& model = spec_.model;
-  // A spec's section checked field by field against the checkpoint's, or taken from it.
+  // A spec's section checked field by field against the checkpoint's; true when the spec has
+  // none and the checkpoint's is to be taken.
   auto agree_section = [&](std::string_view section, bool spec_has, bool checkpoint_has,
                            std::string_view what, std::initializer_list<SectionField> fields) {
     if (spec_has && !checkpoint_has) {

@@ -29,6 +29,7 @@
 namespace freezeframe {
 namespace {
 
+using testing::device_bytes;
 using testing::download;
 using testing::fill_normal;
 using testing::to_doubles;
@@ -101,13 +102,6 @@ TEST(Fp8Linear, QuantizeRowsGivesTheHostsBytesAndScales) {
   }
 }
 
-/// Bytes of a device tensor, for comparing outputs bit for bit.
-std::vector<std::uint8_t> bytes_of(const TensorView& t) {
-  std::vector<std::uint8_t> v(static_cast<std::size_t>(t.span_bytes()));
-  FF_CUDA_CHECK(cudaMemcpy(v.data(), t.data(), v.size(), cudaMemcpyDeviceToHost));
-  return v;
-}
-
 /// Fresh fp8 rows and scales, poisoned (NaN bytes, NaN scales) so unwritten ones show.
 struct PoisonedFp8Rows {
   testing::DeviceTensor rows;
@@ -158,9 +152,9 @@ TEST(Fp8Linear, FusedNormAndSiluQuantiseAsTheTwoKernelsDo) {
     model_kernels::rms_norm_fp8(d_in.view, d_weight.view, 1e-5f, TensorView(), fused_alone.out(),
                                 rows, nullptr);
     FF_CUDA_CHECK(cudaDeviceSynchronize());
-    EXPECT_EQ(bytes_of(fused_normed.view), bytes_of(normed.view));
-    EXPECT_EQ(bytes_of(fused.rows.view), bytes_of(want.rows.view));
-    EXPECT_EQ(bytes_of(fused_alone.rows.view), bytes_of(want.rows.view));
+    EXPECT_EQ(device_bytes(fused_normed.view), device_bytes(normed.view));
+    EXPECT_EQ(device_bytes(fused.rows.view), device_bytes(want.rows.view));
+    EXPECT_EQ(device_bytes(fused_alone.rows.view), device_bytes(want.rows.view));
     EXPECT_EQ(fused.got_scales(), want.got_scales());
     EXPECT_EQ(fused_alone.got_scales(), want.got_scales());
     EXPECT_EQ(want.got_scales()[0], 1.0f);
@@ -178,9 +172,9 @@ TEST(Fp8Linear, FusedNormAndSiluQuantiseAsTheTwoKernelsDo) {
     model_kernels::silu_and_mul_fp8(d_gate_up.view, TensorView(), fused_q_alone.out(), rows,
                                     nullptr);
     FF_CUDA_CHECK(cudaDeviceSynchronize());
-    EXPECT_EQ(bytes_of(fused_act.view), bytes_of(act.view));
-    EXPECT_EQ(bytes_of(fused_q.rows.view), bytes_of(want_act.rows.view));
-    EXPECT_EQ(bytes_of(fused_q_alone.rows.view), bytes_of(want_act.rows.view));
+    EXPECT_EQ(device_bytes(fused_act.view), device_bytes(act.view));
+    EXPECT_EQ(device_bytes(fused_q.rows.view), device_bytes(want_act.rows.view));
+    EXPECT_EQ(device_bytes(fused_q_alone.rows.view), device_bytes(want_act.rows.view));
     EXPECT_EQ(fused_q.got_scales(), want_act.got_scales());
     EXPECT_EQ(fused_q_alone.got_scales(), want_act.got_scales());
   }
@@ -278,9 +272,7 @@ TEST(Fp8Linear, MatchesTheDequantisedProductAndCapturesBitForBit) {
       }
     }
     if (c.beta != 0.0f) continue;  // the replay check needs the output's start state
-    std::vector<std::uint8_t> eager(whole.view.span_bytes());
-    FF_CUDA_CHECK(
-        cudaMemcpy(eager.data(), whole.view.data(), eager.size(), cudaMemcpyDeviceToHost));
+    const std::vector<std::uint8_t> eager = device_bytes(whole.view);
     const CudaGraph graph = capture_graph(stream.get(), [&] {
       gemm.linear_fp8(input.view, static_cast<const float*>(x_scale.data()), weight.view,
                       static_cast<const float*>(w_scale.data()), out, c.rows, 0.0f, stream.get());
@@ -290,9 +282,7 @@ TEST(Fp8Linear, MatchesTheDequantisedProductAndCapturesBitForBit) {
     FF_CUDA_CHECK(cudaMemsetAsync(whole.view.data(), 0xFF, whole.view.span_bytes(), stream.get()));
     exec.launch(stream.get());
     stream.synchronize();
-    std::vector<std::uint8_t> replayed(eager.size());
-    FF_CUDA_CHECK(
-        cudaMemcpy(replayed.data(), whole.view.data(), replayed.size(), cudaMemcpyDeviceToHost));
+    const std::vector<std::uint8_t> replayed = device_bytes(whole.view);
     // The output's columns, row by row.
     const std::size_t element = size_of(c.out), row_bytes = element * wide;
     for (int r = 0; r < c.rows; ++r) {

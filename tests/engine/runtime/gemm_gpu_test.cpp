@@ -23,6 +23,7 @@
 namespace freezeframe {
 namespace {
 
+using testing::device_bytes;
 using testing::download;
 using testing::fill_normal;
 using testing::to_doubles;
@@ -32,12 +33,6 @@ struct Shape {
   int n, k;
   const char* name;
 };
-
-std::vector<std::uint8_t> bytes_of(const TensorView& device) {
-  std::vector<std::uint8_t> host(device.span_bytes());
-  FF_CUDA_CHECK(cudaMemcpy(host.data(), device.data(), host.size(), cudaMemcpyDeviceToHost));
-  return host;
-}
 
 TEST(Gemm, MatchesHostAndCapturesWithoutAllocatingAtModelShapes) {
   FF_REQUIRE_GPU();
@@ -66,7 +61,7 @@ TEST(Gemm, MatchesHostAndCapturesWithoutAllocatingAtModelShapes) {
           cudaMemsetAsync(out.view.data(), 0xFF, out.view.span_bytes(), eager_stream.get()));
       gemm.linear(input.view, weight.view, out.view, rows, 0.0f, eager_stream.get());
       eager_stream.synchronize();
-      const std::vector<std::uint8_t> eager = bytes_of(out.view);
+      const std::vector<std::uint8_t> eager = device_bytes(out.view);
 
       // Against the host in double, at 64 random columns of every row.
       download(out.view, y);
@@ -95,7 +90,7 @@ TEST(Gemm, MatchesHostAndCapturesWithoutAllocatingAtModelShapes) {
           cudaMemsetAsync(out.view.data(), 0xFF, out.view.span_bytes(), capture_stream.get()));
       exec.launch(capture_stream.get());
       capture_stream.synchronize();
-      EXPECT_EQ(bytes_of(out.view), eager) << "the replay differs from the eager GEMM";
+      EXPECT_EQ(device_bytes(out.view), eager) << "the replay differs from the eager GEMM";
     }
   }
 }
