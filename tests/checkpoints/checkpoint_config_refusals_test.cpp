@@ -254,7 +254,7 @@ TEST(CheckpointConfig, CorruptConfigsAreReadOrRefused) {
                           "!!binary", "\n",   "\t", "---",   "#",           "\xff"};
   std::mt19937 rng(11);
   int refused = 0, read = 0;
-  for (const char* name : {"llama-3.1-8b", "mistral-7b-v0.1", "qwen2-0.5b"}) {
+  for (const char* name : {"llama-3.1-8b", "mistral-7b-v0.1", "qwen2-0.5b", "deepseek-v2-lite"}) {
     const std::vector<char> bytes = testing::read_bytes(kFixtures / name / "config.json");
     for (int i = 0; i < 300; ++i) {
       std::vector<char> mutated = bytes;

@@ -12,12 +12,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "freezeframe/base/error.h"
 #include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/cuda_handles.h"
 #include "freezeframe/graphs/cuda_graph.h"
@@ -271,6 +273,60 @@ TEST(MoeKernels, ALayerMatchesTheHostAndReplaysItsBits) {
     const HostTensor replayed = host_of(layer.hidden.view, c.residual);
     EXPECT_EQ(std::memcmp(replayed.data(), got.data(), got.bytes()), 0) << "graph replay";
   }
+}
+
+// What the kernels cannot run is refused before anything is enqueued, naming it.
+TEST(MoeKernels, RefuseWhatTheyCannotRun) {
+  FF_REQUIRE_GPU();
+  auto device = [](DType dtype, std::int64_t rows, std::int64_t cols) {
+    HostTensor t(dtype, {rows, cols});
+    t.fill_bytes(0);
+    return upload(t);
+  };
+  const auto many = device(DType::kF32, 4, 300), logits = device(DType::kF32, 4, 8);
+  const auto ids = device(DType::kI32, 4, 2), weights = device(DType::kF32, 4, 2);
+  auto refused = [](const std::function<void()>& call, const std::string& needle) {
+    try {
+      call();
+      ADD_FAILURE() << "accepted; wanted a refusal naming " << needle;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+      EXPECT_NE(e.message().find(needle), std::string::npos) << e.message();
+    }
+  };
+  refused(
+      [&] {
+        mk::moe_route(many.view, {2, 1, 1, 1.0f}, ids.view, weights.view, 4, nullptr);
+      },
+      "300 experts; up to 256");
+  refused(
+      [&] {
+        mk::moe_route(logits.view, {9, 1, 1, 1.0f}, ids.view, weights.view, 4, nullptr);
+      },
+      "9 experts a token of 8");
+  refused(
+      [&] {
+        mk::moe_route(logits.view, {2, 3, 1, 1.0f}, ids.view, weights.view, 4, nullptr);
+      },
+      "3 groups (1 chosen) cannot hold 2 of 8 experts");
+  refused(
+      [&] {
+        mk::moe_route(logits.view, {2, 1, 1, 0.0f}, ids.view, weights.view, 4, nullptr);
+      },
+      "the scaling must be finite and > 0");
+  const auto sorted = device(DType::kI32, 4, 2);
+  refused([&] { mk::moe_sort(ids.view, 0, sorted.view, sorted.view, 4, nullptr); },
+          "0 experts; up to 256");
+  const auto x = device(DType::kBF16, 4, 12), out = device(DType::kBF16, 8, 16);
+  const void* w[] = {x.view.data()};
+  refused(
+      [&] {
+        mk::moe_grouped_gemm(x.view, 2, sorted.view, sorted.view, 8, w, 16, 12, out.view, nullptr);
+      },
+      "needs k a multiple of 8");
+  const auto hidden = device(DType::kBF16, 4, 16), narrow = device(DType::kBF16, 8, 8);
+  refused([&] { mk::moe_combine(narrow.view, weights.view, 2, hidden.view, true, 4, nullptr); },
+          "is not 16 wide");
 }
 
 }  // namespace
