@@ -16,6 +16,7 @@ BackendRegistry& BackendRegistry::global() {
     r->add(make_reference_backend());
     r->add(make_reference_mla_backend());
     r->add(make_paged_backend());
+    r->add(make_mla_backend());
     r->add_alias("paged_decode", "paged");  // its name before it ran prefill rows too
     return r;
   }();

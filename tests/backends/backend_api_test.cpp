@@ -39,7 +39,7 @@ Error error_of(Fn fn) {
 
 TEST(Registry, FindsBuiltinsAndListsThemForUnknownNames) {
   const auto names = BackendRegistry::global().names();
-  EXPECT_EQ(names, (std::vector<std::string>{"paged", "reference", "reference_mla"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"mla", "paged", "reference", "reference_mla"}));
   EXPECT_EQ(find_backend("reference").name(), "reference");
   // The fast backend's name before it ran prefill rows too is an alias of it.
   EXPECT_EQ(&find_backend("paged_decode"), &find_backend("paged"));
@@ -48,7 +48,8 @@ TEST(Registry, FindsBuiltinsAndListsThemForUnknownNames) {
   const Error e = error_of([] { (void)find_backend("flash_attn"); });
   EXPECT_EQ(e.code(), ErrorCode::kNotFound);
   EXPECT_NE(e.message().find("'flash_attn'"), std::string::npos) << e.message();
-  EXPECT_NE(e.message().find("paged, reference, reference_mla"), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("mla, paged, reference, reference_mla"), std::string::npos)
+      << e.message();
   // A name from a spec or a flag is quoted escaped.
   const Error escaped = error_of([] { (void)find_backend("\x1b[31mred"); });
   EXPECT_NE(escaped.message().find("'\\x1B[31mred'"), std::string::npos) << escaped.message();
@@ -375,6 +376,43 @@ TEST(ReferenceMlaBackend, RejectsBadParametersAndWeights) {
       std::string::npos);
   EXPECT_EQ(error_of([&] { (void)b.make_impl(AttentionParams{}); }).code(),
             ErrorCode::kUnsupported);
+}
+
+TEST(MlaBackend, DecodesDeepSeeksLatentOnlyAndSaysWhereOthersGo) {
+  const AttentionBackend& b = find_backend("mla");
+  EXPECT_TRUE(b.is_mla());
+  EXPECT_EQ(std::vector<int>(b.supported_head_sizes().begin(), b.supported_head_sizes().end()),
+            std::vector<int>{576});
+  MlaParams p;
+  p.num_heads = 128;
+  p.q_lora_rank = 1536;
+  p.kv_lora_rank = 512;
+  p.qk_nope_head_dim = 128;
+  p.qk_rope_head_dim = 64;
+  p.v_head_dim = 128;
+  p.scale = 0.07f;
+  MlaWeights w;
+  w.q_proj =
+      TensorView(reinterpret_cast<void*>(0x1000), DType::kBF16, {128 * 192, 1536}, Device::cuda());
+  w.kv_b_proj =
+      TensorView(reinterpret_cast<void*>(0x2000), DType::kBF16, {128 * 256, 512}, Device::cuda());
+  EXPECT_NO_THROW((void)b.make_mla_impl(p, w));
+  MlaParams small = p;
+  small.kv_lora_rank = 256;
+  w.kv_b_proj =
+      TensorView(reinterpret_cast<void*>(0x2000), DType::kBF16, {128 * 256, 256}, Device::cuda());
+  const Error e = error_of([&] { (void)b.make_mla_impl(small, w); });
+  EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(e.message().find("kv_lora_rank 256"), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("'reference_mla'"), std::string::npos) << e.message();
+  // Its split-KV scratch comes on top of the reference workspace: one row of DeepSeek-V2's
+  // 128 heads over a 32k-position table may split 64 ways (f32 partial outputs and LSEs).
+  BatchLimits limits{
+      .max_num_reqs = 1, .max_num_tokens = 1, .max_blocks_per_req = 512, .block_size = 64};
+  const DeviceProperties h200 = DeviceProperties::h200();
+  const std::size_t reference = find_backend("reference_mla").mla_workspace_bytes(p, limits, h200);
+  const std::size_t fast = b.mla_workspace_bytes(p, limits, h200);
+  EXPECT_GE(fast, reference + std::size_t(64) * 128 * (512 + 1) * sizeof(float));
 }
 
 }  // namespace

@@ -1,15 +1,19 @@
-// The reference MLA backend on the GPU against the host reference. The GPU runs decode rows
-// through the absorbed up-projections and prefill rows through the expanded latent; the host
-// expands for every row, so agreement also checks that the two paths compute one function.
+// The MLA backends on the GPU against the host reference. The GPU runs decode rows through
+// the absorbed up-projections (backend "mla": on the tensor-core decode kernel) and prefill
+// rows through the expanded latent; the host expands for every row, so agreement also checks
+// that the two paths compute one function. Cases marked `replay` also capture the forward in
+// a CUDA graph and require its replay to give the eager bits.
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "freezeframe/backends/host_reference.h"
 #include "freezeframe/backends/registry.h"
 #include "freezeframe/backends/synthetic_batch.h"
+#include "freezeframe/core/cuda_check.h"
 #include "freezeframe/core/cuda_handles.h"
 #include "support/device_tensor.h"
 #include "support/gpu.h"
@@ -33,6 +37,8 @@ struct MlaCase {
   DType dtype = DType::kBF16;
   double tolerance = 1e-2;   // bf16 output; f16 gets 5e-3
   bool scaled_rope = false;  // YaRN-like: frequencies of its own, rotations scaled
+  const char* backend = "reference_mla";
+  bool replay = false;
 };
 
 std::ostream& operator<<(std::ostream& os, const MlaCase& c) { return os << c.name; }
@@ -91,7 +97,7 @@ TEST_P(ReferenceMla, MatchesHostReference) {
       p, host_weights, cq.view(), kv_c.view(), k_pe.view(), cache_host.view(), batch.metadata());
 
   auto d_q_proj = upload(q_proj), d_kv_b = upload(kv_b_proj);
-  const AttentionBackend& backend = find_backend("reference_mla");
+  const AttentionBackend& backend = find_backend(c.backend);
   auto impl = backend.make_mla_impl(p, MlaWeights{d_q_proj.view, d_kv_b.view});
   BatchLimits limits = batch.limits();
   limits.max_prefill_context_tokens = 0;
@@ -147,6 +153,34 @@ TEST_P(ReferenceMla, MatchesHostReference) {
   }
   EXPECT_LE(relative_l2(pe_gpu, pe_host), 1e-2) << "rotated k_pe in the cache";
   RecordProperty("relative_l2", std::to_string(err));
+
+  if (c.replay) {
+    // The same step captured, replayed into poisoned outputs: the eager bits.
+    const HostTensor eager_out = out_host, eager_lse = lse_host;
+    cudaGraph_t graph = nullptr;
+    FF_CUDA_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+    impl->forward(layer, d_cq.view, d_kv_c.view, d_k_pe.view, d_cache.view, md, out.view,
+                  stream.get(), lse.view);
+    FF_CUDA_CHECK(cudaStreamEndCapture(stream.get(), &graph));
+    cudaGraphExec_t exec = nullptr;
+    FF_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    out_host.fill_bytes(0xFF);
+    lse_host.fill_bytes(0xFF);
+    FF_CUDA_CHECK(
+        cudaMemcpy(out.buffer.data(), out_host.data(), out_host.bytes(), cudaMemcpyHostToDevice));
+    FF_CUDA_CHECK(
+        cudaMemcpy(lse.buffer.data(), lse_host.data(), lse_host.bytes(), cudaMemcpyHostToDevice));
+    FF_CUDA_CHECK(cudaGraphLaunch(exec, stream.get()));
+    stream.synchronize();
+    download(out.view, out_host);
+    download(lse.view, lse_host);
+    EXPECT_EQ(std::memcmp(out_host.data(), eager_out.data(), out_host.bytes()), 0)
+        << "the replayed output differs from the eager one";
+    EXPECT_EQ(std::memcmp(lse_host.data(), eager_lse.data(), lse_host.bytes()), 0)
+        << "the replayed LSE differs from the eager one";
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
 }
 
 std::vector<MlaCase> mla_cases() {
@@ -195,6 +229,47 @@ std::vector<MlaCase> mla_cases() {
        .decodes = {90, 7},
        .prefills = {{60, 20}},
        .scaled_rope = true},
+      // The tensor-core decode kernel: DeepSeek-V2-Lite's 16 heads over lengths 1, 17, 1000
+      // and 4097 (several KV splits) beside a prefill and padding rows; DeepSeek-V2's 128
+      // heads (four CTAs a row); an f16 cache of lengths around the 64-position tile.
+      {.name = "mla_lite_lengths",
+       .heads = 16,
+       .q_lora_rank = 64,
+       .kv_lora_rank = 512,
+       .rope = 64,
+       .nope = 128,
+       .v = 128,
+       .block_size = 64,
+       .decodes = {1, 17, 1000, 4097},
+       .prefills = {{70, 6}},
+       .padding_rows = 3,
+       .backend = "mla"},
+      {.name = "mla_128_heads",
+       .heads = 128,
+       .q_lora_rank = 64,
+       .kv_lora_rank = 512,
+       .rope = 64,
+       .nope = 128,
+       .v = 128,
+       .block_size = 16,
+       .decodes = {1, 150, 33},
+       .prefills = {},
+       .backend = "mla",
+       .replay = true},
+      {.name = "mla_f16_tile_edges",
+       .heads = 16,
+       .q_lora_rank = 64,
+       .kv_lora_rank = 512,
+       .rope = 64,
+       .nope = 64,
+       .v = 128,
+       .block_size = 16,
+       .decodes = {63, 64, 65, 129, 2},
+       .prefills = {},
+       .dtype = DType::kF16,
+       .tolerance = 5e-3,
+       .backend = "mla",
+       .replay = true},
       {.name = "prefill_only",
        .heads = 4,
        .q_lora_rank = 64,

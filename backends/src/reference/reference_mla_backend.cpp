@@ -13,12 +13,18 @@
 // request's first new position; the LSE lets the engine merge the ranks' partial outputs.
 // Both paths compute the same function; decode reads R + rope values per position instead
 // of H·(nope + rope + v).
+//
+// Backend "mla" is this one with the decode rows' attention on the tensor-core kernel
+// (mla_decode/mla_decode.h: DeepSeek's 512 + 64 latent, split-KV); its projections and
+// prefill rows still run on the reference kernels.
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 
 #include "freezeframe/base/error.h"
+#include "mla_decode/mla_decode.h"
+#include "paged_decode/split_policy.h"
 #include "reference/launch.h"
 #include "reference/mla_launch.h"
 #include "reference/positions_plan.h"
@@ -33,7 +39,37 @@ using E = ErrorCode;
 constexpr std::array<int, 4> kKvLoraRanks = {64, 128, 256, 512};
 constexpr std::array<int, 2> kRopeDims = {32, 64};
 constexpr std::array<int, 8> kLatentSizes = {96, 128, 160, 192, 288, 320, 544, 576};
+constexpr std::array<int, 1> kTensorCoreLatentSizes = {mla_decode::kQk};
 constexpr std::array<DType, 2> kCacheDTypes = {DType::kBF16, DType::kF16};
+
+/// How many KV splits the tensor-core decode kernel takes: by the step's row count and the
+/// deployment's longest sequence only, so a captured graph is right for any lengths.
+DecodeSplitPolicy tensor_core_split_policy(const DeviceProperties* device) {
+  DecodeSplitPolicy policy = device != nullptr ? DecodeSplitPolicy::for_device(*device)
+                                               : DecodeSplitPolicy::for_current_device();
+  policy.max_splits = mla_decode::kMaxSplits;
+  policy.resident_ctas_per_sm = 1;  // ~170 KiB of shared memory a CTA
+  policy.min_tokens_per_split = 512;
+  return policy;
+}
+
+int ctas_per_row(const MlaParams& p) {
+  const int heads = mla_decode::heads_per_cta(p.num_heads);
+  return (p.num_heads + heads - 1) / heads;
+}
+
+/// The split-KV scratch for any step within `limits`, after the reference workspace.
+std::size_t split_bytes(const MlaParams& p, const BatchLimits& limits,
+                        const DecodeSplitPolicy& policy) {
+  const long longest =
+      static_cast<long>(limits.max_blocks_per_req) * std::max(limits.block_size, 1);
+  std::size_t most = 0;
+  for (int rows = 1; rows <= limits.max_num_tokens; ++rows) {
+    const int splits = policy.most_splits(rows, ctas_per_row(p), longest);
+    most = std::max(most, mla_decode::MlaDecodeWorkspace(p.num_heads, splits, rows).total);
+  }
+  return most;
+}
 
 /// Byte offsets of the workspace regions for `tokens` query rows and `context` expanded
 /// positions. Token-sized regions come first so their addresses depend on the row count only.
@@ -79,13 +115,19 @@ TensorView f32_view(const TensorView& workspace, std::size_t offset,
 
 class ReferenceMlaImpl final : public MlaImpl {
  public:
-  ReferenceMlaImpl(const MlaParams& params, const MlaWeights& weights, DcpGroup dcp)
-      : MlaImpl(params, dcp), weights_(weights) {}
+  ReferenceMlaImpl(const MlaParams& params, const MlaWeights& weights, DcpGroup dcp,
+                   bool tensor_core_decode)
+      : MlaImpl(params, dcp),
+        weights_(weights),
+        tensor_core_decode_(tensor_core_decode),
+        split_(tensor_core_split_policy(nullptr)) {}
 
   bool can_return_lse_for_decode() const override { return true; }
 
   std::size_t workspace_bytes(const BatchLimits& limits) const override {
-    return MlaWorkspace::bytes(params(), limits);
+    const std::size_t reference = MlaWorkspace::bytes(params(), limits);
+    if (!tensor_core_decode_) return reference;
+    return (reference + 255) / 256 * 256 + split_bytes(params(), limits, split_);
   }
 
   void forward(const AttentionLayer& layer, const TensorView& cq, const TensorView& kv_c,
@@ -93,7 +135,15 @@ class ReferenceMlaImpl final : public MlaImpl {
                const TensorView& output, cudaStream_t stream, const TensorView& lse_ln) override;
 
  private:
+  /// The decode rows' attention: q_abs against the latent cache → o_lat (and the LSE).
+  void decode_attention(const TensorView& q_abs, const TensorView& o_lat, int rows,
+                        const TensorView& kv_cache, const AttentionMetadata& md,
+                        const TensorView& workspace, std::size_t scratch_offset,
+                        const TensorView& lse_ln, cudaStream_t stream) const;
+
   MlaWeights weights_;
+  bool tensor_core_decode_;
+  DecodeSplitPolicy split_;
 };
 
 void check_rows(const TensorView& t, const char* what, DType dtype, int rows, int width) {
@@ -181,23 +231,28 @@ void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq
     const TensorView q_abs = f32_view(layer.workspace, ws.q_abs, {rows, h, p.latent_size()});
     const TensorView o_lat = f32_view(layer.workspace, ws.o_lat, {rows, h, rank});
     reference::launch_mla_absorb_query(p, q, weights_.kv_b_proj, q_abs, decode_rows, stream);
-    reference::AttentionLaunch launch = base;
-    launch.query = q_abs;
-    launch.output = o_lat;
-    launch.num_rows = decode_rows;
-    launch.req_end = md.num_decodes;
-    launch.num_kv_heads = 1;
-    launch.head_size_qk = p.latent_size();
-    launch.head_size_v = rank;
-    reference::PagedSource latent;
-    latent.k = latent.v = kv_cache.data();
-    latent.dtype = kv_cache.dtype();
-    latent.stride_block = kv_cache.stride(0);
-    latent.stride_token = kv_cache.stride(1);
-    latent.block_table = md.block_table;
-    latent.block_table_stride = md.block_table_stride;
-    latent.block_size = static_cast<int>(kv_cache.size(1));
-    reference::launch_attention(launch, latent, stream);
+    if (tensor_core_decode_) {
+      decode_attention(q_abs, o_lat, decode_rows, kv_cache, md, layer.workspace,
+                       (ws.total + 255) / 256 * 256, lse_ln, stream);
+    } else {
+      reference::AttentionLaunch launch = base;
+      launch.query = q_abs;
+      launch.output = o_lat;
+      launch.num_rows = decode_rows;
+      launch.req_end = md.num_decodes;
+      launch.num_kv_heads = 1;
+      launch.head_size_qk = p.latent_size();
+      launch.head_size_v = rank;
+      reference::PagedSource latent;
+      latent.k = latent.v = kv_cache.data();
+      latent.dtype = kv_cache.dtype();
+      latent.stride_block = kv_cache.stride(0);
+      latent.stride_token = kv_cache.stride(1);
+      latent.block_table = md.block_table;
+      latent.block_table_stride = md.block_table_stride;
+      latent.block_size = static_cast<int>(kv_cache.size(1));
+      reference::launch_attention(launch, latent, stream);
+    }
 
     reference::Projection up;  // out[t, h] = W_UV[h] · o_lat[t, h]
     up.x = o_lat.data();
@@ -240,6 +295,49 @@ void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq
   }
 }
 
+void ReferenceMlaImpl::decode_attention(const TensorView& q_abs, const TensorView& o_lat, int rows,
+                                        const TensorView& kv_cache, const AttentionMetadata& md,
+                                        const TensorView& workspace, std::size_t scratch_offset,
+                                        const TensorView& lse_ln, cudaStream_t stream) const {
+  const MlaParams& p = params();
+  const int block_size = static_cast<int>(kv_cache.size(1));
+  // Split by the step's rows, not those decoded: eager and captured steps split alike.
+  const int splits = split_.splits(md.num_tokens, ctas_per_row(p),
+                                   static_cast<long>(md.block_table_stride) * block_size);
+  const mla_decode::MlaDecodeWorkspace scratch(p.num_heads, splits, rows);
+  FF_CHECK(static_cast<std::size_t>(workspace.span_bytes()) >= scratch_offset + scratch.total,
+           E::kOutOfMemory, "the MLA workspace holds ", workspace.span_bytes(), " bytes; ", rows,
+           " decode rows in ", splits, " splits need ", scratch_offset + scratch.total);
+  mla_decode::MlaDecodeParams d;
+  d.q = static_cast<const float*>(q_abs.data());
+  d.q_stride_row = q_abs.stride(0);
+  d.q_stride_head = q_abs.stride(1);
+  d.cache = kv_cache.data();
+  d.cache_stride_block = kv_cache.stride(0);
+  d.cache_stride_token = kv_cache.stride(1);
+  d.block_table = md.block_table;
+  d.block_table_stride = md.block_table_stride;
+  d.block_size = block_size;
+  d.seq_lens = md.seq_lens;
+  d.out = static_cast<float*>(o_lat.data());
+  d.out_stride_row = o_lat.stride(0);
+  d.out_stride_head = o_lat.stride(1);
+  if (lse_ln.defined()) {
+    d.lse = static_cast<float*>(lse_ln.data());
+    d.lse_stride_row = lse_ln.stride(0);
+  }
+  if (splits > 1) {
+    auto* base = static_cast<std::uint8_t*>(workspace.data()) + scratch_offset;
+    d.partial_out = reinterpret_cast<float*>(base);
+    d.partial_lse = reinterpret_cast<float*>(base + scratch.partial_lse_offset);
+  }
+  d.num_rows = rows;
+  d.num_heads = p.num_heads;
+  d.num_splits = splits;
+  d.scale = p.scale;
+  mla_decode::launch_mla_decode(d, p.kv_cache_dtype, stream);
+}
+
 template <std::size_t N>
 std::string list(const std::array<int, N>& values) {
   std::string out;
@@ -258,7 +356,10 @@ void check_weight(const TensorView& w, const char* what, std::int64_t rows, std:
 
 class ReferenceMlaBackend final : public AttentionBackend {
  public:
-  std::string_view name() const override { return "reference_mla"; }
+  /// `tensor_core_decode`: the decode rows on mla_decode's kernel (backend "mla").
+  explicit ReferenceMlaBackend(bool tensor_core_decode) : tensor_core_decode_(tensor_core_decode) {}
+
+  std::string_view name() const override { return tensor_core_decode_ ? "mla" : "reference_mla"; }
   bool is_mla() const override { return true; }
   // Decode and prefill rows take different launches, split by the step's decode count.
   GraphSupport graph_support() const override { return GraphSupport::kUniformSingleTokenDecode; }
@@ -271,7 +372,10 @@ class ReferenceMlaBackend final : public AttentionBackend {
   void plan(const CommonAttentionMetadata& common, std::span<std::byte> slice) const override {
     reference::write_positions_plan(common, slice);
   }
-  std::span<const int> supported_head_sizes() const override { return kLatentSizes; }
+  std::span<const int> supported_head_sizes() const override {
+    if (tensor_core_decode_) return kTensorCoreLatentSizes;
+    return kLatentSizes;
+  }
   std::span<const DType> supported_kv_cache_dtypes() const override { return kCacheDTypes; }
 
   std::vector<std::int64_t> kv_cache_shape(std::int64_t num_blocks, int block_size,
@@ -284,8 +388,11 @@ class ReferenceMlaBackend final : public AttentionBackend {
   std::vector<int> kv_cache_stride_order() const override { return {0, 1, 2}; }
 
   std::size_t mla_workspace_bytes(const MlaParams& p, const BatchLimits& limits,
-                                  const DeviceProperties&) const override {
-    return MlaWorkspace::bytes(p, limits);
+                                  const DeviceProperties& device) const override {
+    const std::size_t reference = MlaWorkspace::bytes(p, limits);
+    if (!tensor_core_decode_) return reference;
+    return (reference + 255) / 256 * 256 +
+           split_bytes(p, limits, tensor_core_split_policy(&device));
   }
 
   std::unique_ptr<MlaImpl> make_mla_impl(const MlaParams& p, const MlaWeights& w,
@@ -296,20 +403,17 @@ class ReferenceMlaBackend final : public AttentionBackend {
              p.q_lora_rank);
     FF_CHECK(
         std::find(kKvLoraRanks.begin(), kKvLoraRanks.end(), p.kv_lora_rank) != kKvLoraRanks.end(),
-        E::kUnsupported, "backend 'reference_mla' does not support kv_lora_rank ", p.kv_lora_rank,
+        E::kUnsupported, "backend '", name(), "' does not support kv_lora_rank ", p.kv_lora_rank,
         "; supported: ", list(kKvLoraRanks));
     FF_CHECK(std::find(kRopeDims.begin(), kRopeDims.end(), p.qk_rope_head_dim) != kRopeDims.end(),
-             E::kUnsupported, "backend 'reference_mla' does not support qk_rope_head_dim ",
+             E::kUnsupported, "backend '", name(), "' does not support qk_rope_head_dim ",
              p.qk_rope_head_dim, "; supported: ", list(kRopeDims));
     FF_CHECK(p.qk_nope_head_dim > 0 && p.qk_nope_head_dim <= 512 && p.v_head_dim > 0 &&
                  p.v_head_dim <= 256,
-             E::kUnsupported,
-             "backend 'reference_mla' needs qk_nope_head_dim in [1, 512] and "
-             "v_head_dim in [1, 256], got ",
-             p.qk_nope_head_dim, " and ", p.v_head_dim);
-    FF_CHECK(supports_kv_cache_dtype(p.kv_cache_dtype), E::kUnsupported,
-             "backend 'reference_mla' keeps the latent cache in bf16 or f16, got ",
-             name_of(p.kv_cache_dtype));
+             E::kUnsupported, "backend '", name(), "' needs qk_nope_head_dim in [1, 512] and ",
+             "v_head_dim in [1, 256], got ", p.qk_nope_head_dim, " and ", p.v_head_dim);
+    FF_CHECK(supports_kv_cache_dtype(p.kv_cache_dtype), E::kUnsupported, "backend '", name(),
+             "' keeps the latent cache in bf16 or f16, got ", name_of(p.kv_cache_dtype));
     FF_CHECK(std::isfinite(p.scale) && p.scale > 0.0f, E::kInvalidArgument,
              "scale must be positive and finite, got ", p.scale);
     FF_CHECK(std::isfinite(p.rope_theta) && p.rope_theta > 0.0f, E::kInvalidArgument,
@@ -330,20 +434,31 @@ class ReferenceMlaBackend final : public AttentionBackend {
     check_weight(w.kv_b_proj, "kv_b_proj",
                  std::int64_t(p.num_heads) * (p.qk_nope_head_dim + p.v_head_dim), p.kv_lora_rank);
     FF_CHECK(w.q_proj.dtype() == w.kv_b_proj.dtype() && w.kv_b_proj.dtype() == p.kv_cache_dtype,
-             E::kUnsupported,
-             "backend 'reference_mla' needs q_proj, kv_b_proj and the latent "
-             "cache in one dtype, got ",
-             name_of(w.q_proj.dtype()), ", ", name_of(w.kv_b_proj.dtype()), " and ",
-             name_of(p.kv_cache_dtype));
+             E::kUnsupported, "backend '", name(), "' needs q_proj, kv_b_proj and the latent ",
+             "cache in one dtype, got ", name_of(w.q_proj.dtype()), ", ",
+             name_of(w.kv_b_proj.dtype()), " and ", name_of(p.kv_cache_dtype));
+    FF_CHECK(!tensor_core_decode_ ||
+                 (p.kv_lora_rank == mla_decode::kLatent && p.qk_rope_head_dim == mla_decode::kRope),
+             E::kUnsupported, "backend '", name(), "' decodes DeepSeek's latent of ",
+             mla_decode::kLatent, " + ", mla_decode::kRope, " values; got kv_lora_rank ",
+             p.kv_lora_rank, " and qk_rope_head_dim ", p.qk_rope_head_dim,
+             " (backend 'reference_mla' takes other sizes)");
     check_dcp(dcp, /*can_return_lse=*/true, name());
-    return std::make_unique<ReferenceMlaImpl>(p, w, dcp);
+    return std::make_unique<ReferenceMlaImpl>(p, w, dcp, tensor_core_decode_);
   }
+
+ private:
+  bool tensor_core_decode_;
 };
 
 }  // namespace
 
 std::unique_ptr<AttentionBackend> make_reference_mla_backend() {
-  return std::make_unique<ReferenceMlaBackend>();
+  return std::make_unique<ReferenceMlaBackend>(/*tensor_core_decode=*/false);
+}
+
+std::unique_ptr<AttentionBackend> make_mla_backend() {
+  return std::make_unique<ReferenceMlaBackend>(/*tensor_core_decode=*/true);
 }
 
 }  // namespace freezeframe

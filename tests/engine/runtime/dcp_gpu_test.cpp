@@ -66,8 +66,9 @@ std::string dense_model(const std::string& backend) {
 
 std::string spec_text(int t, int d, int interleave, const std::string& graphs,
                       const std::string& backend = "paged_decode") {
-  const std::string model =
-      backend == "reference_mla" ? testing::deepseek_v2_lite_shaped_model() : dense_model(backend);
+  const std::string model = backend == "reference_mla" || backend == "mla"
+                                ? testing::deepseek_v2_lite_shaped_model(0, backend)
+                                : dense_model(backend);
   return model +
          "cache:\n  block_size: 16\n  memory_budget: 4GiB\n"
          "scheduler:\n  max_num_seqs: 16\n  max_num_batched_tokens: 256\n"
@@ -239,6 +240,10 @@ std::vector<Case> groups() {
   // An MLA model: each rank attends its group's heads against its shard of the latent.
   for (const Case& c : {Case{2, 2, 16, ""}, Case{4, 2, 1, ""}, Case{4, 4, 16, ""}}) {
     cases.push_back({c.t, c.d, c.interleave, "reference_mla"});
+  }
+  // The same on the tensor-core decode kernel: its partial states and LSEs merged.
+  for (const Case& c : {Case{2, 2, 1, ""}, Case{4, 4, 16, ""}}) {
+    cases.push_back({c.t, c.d, c.interleave, "mla"});
   }
   return cases;
 }

@@ -8,8 +8,9 @@ namespace freezeframe::testing {
 /// DeepSeek-V2-Lite's attention and dense MLP, two layers (hidden 2048, 16 heads, latent 512
 /// and rope 64, MLP 10944, vocabulary 102400): its query uncompressed (q_lora_rank 0, V2-Lite's)
 /// or through a latent of q_lora_rank (DeepSeek-V2's 1536). Every rank holds the whole latent
-/// cache's shape, so a DCP group may be the whole tensor-parallel group.
-inline std::string deepseek_v2_lite_shaped_model(int q_lora_rank = 0) {
+/// cache's shape, so a DCP group may be the whole tensor-parallel group. `backend`: an MLA one.
+inline std::string deepseek_v2_lite_shaped_model(int q_lora_rank = 0,
+                                                 const std::string& backend = "reference_mla") {
   return "model:\n"
          "  name: deepseek-v2-lite-shaped\n"
          "  num_layers: 2\n"
@@ -30,7 +31,8 @@ inline std::string deepseek_v2_lite_shaped_model(int q_lora_rank = 0) {
          "    qk_rope_head_dim: 64\n"
          "    v_head_dim: 128\n"
          "  attention:\n"
-         "    backend: reference_mla\n";
+         "    backend: " +
+         backend + "\n";
 }
 
 }  // namespace freezeframe::testing

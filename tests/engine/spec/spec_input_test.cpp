@@ -283,7 +283,7 @@ TEST(SpecInput, BackendsAreLookedUpInTheGivenRegistry) {
   EXPECT_CONTAINS(message_of(yaml),
                   "inline.yaml:11:14: model.attention.backend: unknown "
                   "attention backend 'house_attention'; registered: "
-                  "paged, reference, reference_mla");
+                  "mla, paged, reference, reference_mla");
   // The checks against the backend use the registry's backend too.
   std::string odd_head = yaml;
   odd_head.replace(odd_head.find("num_kv_heads: 2"), 15, "head_size: 72");

@@ -1,0 +1,56 @@
+#pragma once
+// The tensor-core MLA decode kernel: the absorbed form, each query head a 576-wide row (512
+// latent + 64 rotary) against the paged latent cache [blocks, block_size, 576], whose first 512
+// values are also the values. The heads of a row are the rows of one mma tile (16 or 32 heads
+// a CTA), so the cache is read once per CTA for all of them. Split-KV with LSE: each split
+// writes a normalised partial state and a combine merges them (as the paged decode kernels).
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "freezeframe/base/dtype.h"
+
+namespace freezeframe::mla_decode {
+
+inline constexpr int kLatent = 512;  ///< the values: the latent's width
+inline constexpr int kRope = 64;
+inline constexpr int kQk = kLatent + kRope;  ///< the keys: latent and rotary part
+inline constexpr int kMaxSplits = 64;
+
+/// Decode row r is request r (each has one new token) and attends its seq_lens[r] cached
+/// positions, all of them: the new latent is cached before attention, and under decode context
+/// parallelism seq_lens count the rank's shard, all of it at or before the row's position.
+struct MlaDecodeParams {
+  const float* q = nullptr;  ///< [rows, heads, 576] f32 (the absorbed query)
+  std::int64_t q_stride_row = 0, q_stride_head = 0;
+  const void* cache = nullptr;  ///< [blocks, block_size, 576] bf16 or f16, unit inner stride
+  std::int64_t cache_stride_block = 0, cache_stride_token = 0;
+  const std::int32_t* block_table = nullptr;
+  int block_table_stride = 0;
+  int block_size = 0;
+  const std::int32_t* seq_lens = nullptr;
+  float* out = nullptr;  ///< [rows, heads, 512] f32
+  std::int64_t out_stride_row = 0, out_stride_head = 0;
+  float* lse = nullptr;  ///< [rows, heads] natural log (−inf for an empty row); may be null
+  std::int64_t lse_stride_row = 0;
+  float* partial_out = nullptr;  ///< [splits, rows, heads, 512] f32, when num_splits > 1
+  float* partial_lse = nullptr;  ///< [splits, rows, heads]
+  int num_rows = 0, num_heads = 0, num_splits = 1;
+  float scale = 1.0f;
+};
+
+/// Heads one CTA computes for `num_heads` heads (16 or 32).
+int heads_per_cta(int num_heads);
+
+/// The kernel over p.num_rows rows, then, with splits, their combine. `cache_dtype` bf16 or f16.
+void launch_mla_decode(const MlaDecodeParams& p, DType cache_dtype, cudaStream_t stream);
+
+/// Split-KV scratch for `splits` splits of `rows` rows: partial outputs, then LSEs at
+/// partial_lse_offset (bytes).
+struct MlaDecodeWorkspace {
+  std::size_t partial_lse_offset = 0, total = 0;
+  MlaDecodeWorkspace(int num_heads, int splits, int rows);
+};
+
+}  // namespace freezeframe::mla_decode
