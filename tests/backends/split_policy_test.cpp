@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "mla_decode/mla_decode.h"
 #include "paged_decode/split_policy.h"
 
 namespace freezeframe {
@@ -41,6 +42,28 @@ TEST(DecodeSplitPolicy, StaysWithinTheLimits) {
   EXPECT_GE(p.splits(1, 8, 131072), p.splits(256, 8, 131072));
   // Never more than 16 CTAs per SM in total: 256 rows × 8 CTAs take at most 2 splits.
   EXPECT_LE(p.splits(256, 8, 131072), 2);
+}
+
+// The MLA decode kernel (one CTA an SM, up to 64 splits): its scratch holds every split count
+// it takes, one long row spreads over one wave, and DeepSeek-V2's 128 heads take four CTAs a
+// row, so fewer splits.
+TEST(MlaDecodeSplits, ScratchHoldsEverySplitCountTheKernelTakes) {
+  const DeviceProperties device = DeviceProperties::h200();
+  const DecodeSplitPolicy p = mla_decode::split_policy(&device);
+  EXPECT_EQ(p.resident_ctas_per_sm, 1);
+  EXPECT_EQ(mla_decode::split_count(p, 16, 1, 32768), 64);
+  EXPECT_EQ(mla_decode::split_count(p, 128, 1, 32768), 33) << "4 × 33 = 132 CTAs: one wave";
+  for (const int heads : {16, 128}) {
+    const std::size_t scratch = mla_decode::workspace_bytes(p, heads, 300, 163840);
+    for (int rows = 1; rows <= 300; ++rows) {
+      const int splits = mla_decode::split_count(p, heads, rows, 163840);
+      ASSERT_GE(splits, 1);
+      ASSERT_LE(splits, mla_decode::kMaxSplits);
+      ASSERT_GE(scratch, mla_decode::MlaDecodeWorkspace(heads, splits, rows).total)
+          << heads << " heads, " << rows << " rows";
+    }
+  }
+  EXPECT_EQ(mla_decode::MlaDecodeWorkspace(16, 1, 64).total, 0u) << "one split: no scratch";
 }
 
 }  // namespace

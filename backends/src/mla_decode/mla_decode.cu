@@ -316,8 +316,6 @@ void launch_for(const MlaDecodeParams& p, cudaStream_t stream) {
 
 }  // namespace
 
-int heads_per_cta(int num_heads) { return num_heads <= 16 ? 16 : 32; }
-
 MlaDecodeWorkspace::MlaDecodeWorkspace(int num_heads, int splits, int rows) {
   if (splits <= 1) return;
   const std::size_t states = std::size_t(splits) * rows * num_heads;

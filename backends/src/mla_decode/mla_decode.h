@@ -10,6 +10,8 @@
 #include <cstdint>
 
 #include "freezeframe/base/dtype.h"
+#include "freezeframe/core/device_properties.h"
+#include "paged_decode/split_policy.h"
 
 namespace freezeframe::mla_decode {
 
@@ -42,6 +44,18 @@ struct MlaDecodeParams {
 
 /// Heads one CTA computes for `num_heads` heads (16 or 32).
 int heads_per_cta(int num_heads);
+
+/// How many KV splits the kernel takes on `device` (the current one when null): the paged
+/// decode's policy for a kernel of one CTA an SM. A split count depends on a step's row count
+/// and the deployment's longest sequence only (graph-stable); each split's share of a row is
+/// its actual length divided evenly, read by the kernel.
+DecodeSplitPolicy split_policy(const DeviceProperties* device);
+/// The splits of a step of `rows` rows (`max_seq_tokens`: the block table's row length × the
+/// block size).
+int split_count(const DecodeSplitPolicy& policy, int num_heads, int rows, long max_seq_tokens);
+/// The split-KV scratch any step of at most `max_rows` rows may need (MlaDecodeWorkspace).
+std::size_t workspace_bytes(const DecodeSplitPolicy& policy, int num_heads, int max_rows,
+                            long max_seq_tokens);
 
 /// The kernel over p.num_rows rows, then, with splits, their combine. `cache_dtype` bf16 or f16.
 void launch_mla_decode(const MlaDecodeParams& p, DType cache_dtype, cudaStream_t stream);

@@ -24,7 +24,6 @@
 
 #include "freezeframe/base/error.h"
 #include "mla_decode/mla_decode.h"
-#include "paged_decode/split_policy.h"
 #include "reference/launch.h"
 #include "reference/mla_launch.h"
 #include "reference/positions_plan.h"
@@ -42,33 +41,12 @@ constexpr std::array<int, 8> kLatentSizes = {96, 128, 160, 192, 288, 320, 544, 5
 constexpr std::array<int, 1> kTensorCoreLatentSizes = {mla_decode::kQk};
 constexpr std::array<DType, 2> kCacheDTypes = {DType::kBF16, DType::kF16};
 
-/// How many KV splits the tensor-core decode kernel takes: by the step's row count and the
-/// deployment's longest sequence only, so a captured graph is right for any lengths.
-DecodeSplitPolicy tensor_core_split_policy(const DeviceProperties* device) {
-  DecodeSplitPolicy policy = device != nullptr ? DecodeSplitPolicy::for_device(*device)
-                                               : DecodeSplitPolicy::for_current_device();
-  policy.max_splits = mla_decode::kMaxSplits;
-  policy.resident_ctas_per_sm = 1;  // ~170 KiB of shared memory a CTA
-  policy.min_tokens_per_split = 512;
-  return policy;
-}
-
-int ctas_per_row(const MlaParams& p) {
-  const int heads = mla_decode::heads_per_cta(p.num_heads);
-  return (p.num_heads + heads - 1) / heads;
-}
-
-/// The split-KV scratch for any step within `limits`, after the reference workspace.
+/// The tensor-core decode kernel's split-KV scratch for any step within `limits`.
 std::size_t split_bytes(const MlaParams& p, const BatchLimits& limits,
                         const DecodeSplitPolicy& policy) {
   const long longest =
       static_cast<long>(limits.max_blocks_per_req) * std::max(limits.block_size, 1);
-  std::size_t most = 0;
-  for (int rows = 1; rows <= limits.max_num_tokens; ++rows) {
-    const int splits = policy.most_splits(rows, ctas_per_row(p), longest);
-    most = std::max(most, mla_decode::MlaDecodeWorkspace(p.num_heads, splits, rows).total);
-  }
-  return most;
+  return mla_decode::workspace_bytes(policy, p.num_heads, limits.max_num_tokens, longest);
 }
 
 /// Byte offsets of the workspace regions for `tokens` query rows and `context` expanded
@@ -120,7 +98,7 @@ class ReferenceMlaImpl final : public MlaImpl {
       : MlaImpl(params, dcp),
         weights_(weights),
         tensor_core_decode_(tensor_core_decode),
-        split_(tensor_core_split_policy(nullptr)) {}
+        split_(mla_decode::split_policy(nullptr)) {}
 
   bool can_return_lse_for_decode() const override { return true; }
 
@@ -302,8 +280,8 @@ void ReferenceMlaImpl::decode_attention(const TensorView& q_abs, const TensorVie
   const MlaParams& p = params();
   const int block_size = static_cast<int>(kv_cache.size(1));
   // Split by the step's rows, not those decoded: eager and captured steps split alike.
-  const int splits = split_.splits(md.num_tokens, ctas_per_row(p),
-                                   static_cast<long>(md.block_table_stride) * block_size);
+  const int splits = mla_decode::split_count(split_, p.num_heads, md.num_tokens,
+                                             static_cast<long>(md.block_table_stride) * block_size);
   const mla_decode::MlaDecodeWorkspace scratch(p.num_heads, splits, rows);
   FF_CHECK(static_cast<std::size_t>(workspace.span_bytes()) >= scratch_offset + scratch.total,
            E::kOutOfMemory, "the MLA workspace holds ", workspace.span_bytes(), " bytes; ", rows,
@@ -392,7 +370,7 @@ class ReferenceMlaBackend final : public AttentionBackend {
     const std::size_t reference = MlaWorkspace::bytes(p, limits);
     if (!tensor_core_decode_) return reference;
     return (reference + 255) / 256 * 256 +
-           split_bytes(p, limits, tensor_core_split_policy(&device));
+           split_bytes(p, limits, mla_decode::split_policy(&device));
   }
 
   std::unique_ptr<MlaImpl> make_mla_impl(const MlaParams& p, const MlaWeights& w,
