@@ -73,8 +73,7 @@ Result run(const Config& c, int repeats, std::mt19937& rng, int max_model_len) {
   const std::size_t cache_bytes = std::size_t(num_blocks) * c.block_size * mla::kQk * 2;
   ff::DeviceBuffer cache(cache_bytes), table(tables.size() * 4), seq_lens(lens.size() * 4);
   fill_random(cache.data(), cache_bytes, ff::DType::kBF16, rng);
-  FF_CUDA_CHECK(
-      cudaMemcpy(table.data(), tables.data(), tables.size() * 4, cudaMemcpyHostToDevice));
+  FF_CUDA_CHECK(cudaMemcpy(table.data(), tables.data(), tables.size() * 4, cudaMemcpyHostToDevice));
   FF_CUDA_CHECK(cudaMemcpy(seq_lens.data(), lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
   const std::size_t states = std::size_t(c.batch) * c.heads;
   ff::DeviceBuffer q(states * mla::kQk * 4), out(states * mla::kLatent * 4), lse(states * 4);
@@ -114,8 +113,8 @@ Result run(const Config& c, int repeats, std::mt19937& rng, int max_model_len) {
   auto call = [&](int i) {
     mla::MlaDecodeParams copy = p;
     const int k = i % copies;
-    copy.block_table = static_cast<const std::int32_t*>(table.data()) +
-                       std::int64_t(k) * c.batch * stride;
+    copy.block_table =
+        static_cast<const std::int32_t*>(table.data()) + std::int64_t(k) * c.batch * stride;
     copy.seq_lens = static_cast<const std::int32_t*>(seq_lens.data()) + std::int64_t(k) * c.batch;
     mla::launch_mla_decode(copy, ff::DType::kBF16, stream.get());
   };
@@ -139,8 +138,7 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
     } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc &&
-               std::sscanf(argv[i + 1], "%d:%d:%d", &only_heads, &only_batch, &only_context) ==
-                   3) {
+               std::sscanf(argv[i + 1], "%d:%d:%d", &only_heads, &only_batch, &only_context) == 3) {
       ++i;
     } else if (std::strcmp(argv[i], "--max-model-len") == 0 && i + 1 < argc &&
                std::sscanf(argv[i + 1], "%d", &max_model_len) == 1 && max_model_len >= 0 &&

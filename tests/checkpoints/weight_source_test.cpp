@@ -174,9 +174,11 @@ TEST_P(TinyDeepSeekV2, IsTheProgramsWeights) {
   EXPECT_EQ(source->find("model.layers.0.self_attn.q_proj.weight") != nullptr, !q_lora);
 }
 
-// tiny-deepseek-v2-qlora: the query compressed, the experts chosen within groups.
+// tiny-deepseek-v2-qlora: the query compressed, the experts chosen within groups;
+// -latent512: DeepSeek-V2's latent of 512 + 64.
 INSTANTIATE_TEST_SUITE_P(Checkpoints, TinyDeepSeekV2,
-                         ::testing::Values("tiny-deepseek-v2", "tiny-deepseek-v2-qlora"),
+                         ::testing::Values("tiny-deepseek-v2", "tiny-deepseek-v2-qlora",
+                                           "tiny-deepseek-v2-latent512"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;

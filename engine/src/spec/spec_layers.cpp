@@ -170,8 +170,10 @@ void SpecParser::check_layer(int l, const std::string& path) {
     for (int s : backend.supported_head_sizes()) {
       (list += list.empty() ? "" : ", ") += std::to_string(s);
     }
+    // A size the spec did not write (a checkpoint's) is pointed at through the backend named.
+    const char* size_path = model.is_mla() ? "model.mla.kv_lora_rank" : "model.head_size";
     layer_problem(
-        model.is_mla() ? "model.mla.kv_lora_rank" : "model.head_size", l,
+        spec_.locations.contains(size_path) ? std::string(size_path) : backend_path, l,
         "backend '" + layer.backend + "' cannot run " +
             (model.is_mla() ? "latent size (kv_lora_rank + qk_rope_head_dim) " : "head size ") +
             std::to_string(head) + "; it supports " + list);

@@ -10,7 +10,8 @@
 //  - tiny-mistral: a 16-token sliding window under prompts of 23 to 60 tokens;
 //  - tiny-qwen2: q/k/v biases and tied embeddings;
 //  - tiny-deepseek-v2: latent attention (reference_mla), a dense layer then routed and shared
-//    experts, YaRN; -qlora: the query compressed, the experts chosen within groups and scaled.
+//    experts, YaRN; -qlora: the query compressed, the experts chosen within groups and scaled;
+//    -latent512: DeepSeek-V2's 512 + 64 latent, decoded on backend mla's tensor-core kernel.
 //
 // Each prompt is prefilled in one step (the prefill kernels; its last position is compared)
 // and fed one token at a time (the decode kernels; every position is compared), eagerly, eagerly
@@ -275,7 +276,13 @@ INSTANTIATE_TEST_SUITE_P(
                            "across_sizes", "auto", 0, kDeepseekPositionTolerance},
                       // (T, D) = (4, 4): a head and a quarter of each expert a rank.
                       Case{"tiny-deepseek-v2", "tiny-deepseek-v2", "reference_mla", "across_sizes",
-                           "auto", 16, kDeepseekPositionTolerance, 4}),
+                           "auto", 16, kDeepseekPositionTolerance, 4},
+                      // The tensor-core MLA decode: its partial states merged across ranks at
+                      // (T, D) = (2, 2) and (4, 4).
+                      Case{"tiny-deepseek-v2-latent512", "tiny-deepseek-v2-latent512", "mla",
+                           "across_sizes", "auto", 16, kDeepseekPositionTolerance},
+                      Case{"tiny-deepseek-v2-latent512", "tiny-deepseek-v2-latent512", "mla",
+                           "across_sizes", "auto", 1, kDeepseekPositionTolerance, 4}),
     [](const auto& info) { return name_of(info.param, false); });
 
 INSTANTIATE_TEST_SUITE_P(
@@ -294,6 +301,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-deepseek-v2", "tiny-deepseek-v2", "reference_mla", "across_sizes",
                            "auto", 0, kDeepseekPositionTolerance},
                       Case{"tiny-deepseek-v2-qlora", "tiny-deepseek-v2-qlora", "reference_mla",
+                           "across_sizes", "auto", 0, kDeepseekPositionTolerance},
+                      Case{"tiny-deepseek-v2-latent512", "tiny-deepseek-v2-latent512",
+                           "reference_mla", "across_sizes", "auto", 0, kDeepseekPositionTolerance},
+                      Case{"tiny-deepseek-v2-latent512", "tiny-deepseek-v2-latent512", "mla",
                            "across_sizes", "auto", 0, kDeepseekPositionTolerance}),
     [](const auto& info) { return name_of(info.param, true); });
 

@@ -173,6 +173,22 @@ TEST(SpecCheckpoint, TheRoutersRulesAreTheCheckpoints) {
   EXPECT_EQ(plain.model.moe->routed_scaling_factor, 1.0f);
 }
 
+// Backend mla decodes DeepSeek-V2's latent only (512 + 64); a checkpoint of another is
+// refused where the spec names the backend.
+TEST(SpecCheckpoint, TheTensorCoreMlaBackendTakesDeepSeeksLatent) {
+  const EngineSpec spec = spec_of(
+      "model:\n  checkpoint: ../fixtures/reference/tiny-deepseek-v2-latent512\n"
+      "  attention:\n    backend: mla\n");
+  EXPECT_EQ(spec.model.mla->kv_lora_rank, 512);
+  EXPECT_EQ(spec.model.mla->qk_rope_head_dim, 64);
+  EXPECT_EQ(spec.model.layers[2].backend, "mla");
+  const std::string m = message_of(
+      "model:\n  checkpoint: ../fixtures/reference/tiny-deepseek-v2\n"
+      "  attention:\n    backend: mla\n");
+  EXPECT_NE(m.find(kSpecName + ":4:14: model.attention.backend"), std::string::npos) << m;
+  EXPECT_NE(m.find("96"), std::string::npos) << m;
+}
+
 TEST(SpecCheckpoint, LatentAttentionAndExpertsMustAgreeWithTheCheckpoints) {
   std::string m = message_of("model:\n  checkpoint: " + kCheckpoints + R"(deepseek-v2-lite
   mla:
