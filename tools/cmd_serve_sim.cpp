@@ -238,6 +238,14 @@ int run_serve_sim(Args args) {
   }
   std::printf("tokens: %ld prefill, %ld decode; %.0f tokens/s while stepping%s\n", r.prefill_tokens,
               r.decode_tokens, r.tokens_per_second(), modelled);
+  // An offline run's figure: all it produced over the whole run, scheduling included.
+  if (r.wall_seconds > 0) {
+    std::printf("output: %ld tokens, %.0f tokens/s over the run's %.1f s (host clock)\n",
+                r.output_tokens, r.output_tokens / r.wall_seconds, r.wall_seconds);
+  } else if (r.seconds > 0) {
+    std::printf("output: %ld tokens, %.0f tokens/s over the run's %.1f s%s\n", r.output_tokens,
+                r.output_tokens / r.seconds, r.seconds, modelled);
+  }
   const double total = std::max(1L, r.steps);
   std::printf("steps by mode: full %ld (%.1f%%), piecewise %ld (%.1f%%), eager %ld (%.1f%%)\n",
               r.steps_by_mode[2], 100.0 * r.steps_by_mode[2] / total, r.steps_by_mode[1],

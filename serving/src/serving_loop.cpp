@@ -93,6 +93,7 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
   std::size_t next = 0;
   double now = 0.0;
   std::size_t refused = 0;
+  const auto loop_start = std::chrono::steady_clock::now();
   while (report.finished + refused < trace.size()) {
     while (next < trace.size() && trace[next].arrival_s <= now) {
       switch (admit(next)) {
@@ -149,6 +150,7 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
     now += ms * 1e-3;
     const ContinuousBatcher::StepEvents events = batcher.complete_step(drawn);
     for (const int id : events.produced) ++generated[id];
+    report.output_tokens += static_cast<long>(events.produced.size());
     for (const int id : events.first_tokens) first_token[id] = now;
     for (const int id : events.finished) finish[id] = now;
     for (const FinishReason why : events.reasons) {
@@ -158,6 +160,10 @@ ServingReport run_serving_loop(const EngineSpec& spec, std::int64_t num_blocks,
     ++report.steps;
   }
   report.seconds = now;
+  if (engine != nullptr) {
+    report.wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
+  }
   report.preemptions = batcher.num_preemptions();
   report.prefix_queried_tokens = batcher.prefix_cache().queried_tokens();
   report.prefix_hit_tokens = batcher.prefix_cache().hit_tokens();

@@ -137,6 +137,8 @@ TEST(ServingLoop, ACountOfPrefillTokensIsTheSumOfThePrompts) {
     }
     EXPECT_EQ(r.prefill_tokens, prompts);
     EXPECT_EQ(r.decode_tokens, later_outputs);
+    EXPECT_EQ(r.output_tokens, later_outputs + static_cast<long>(trace.size()));
+    EXPECT_EQ(r.wall_seconds, 0.0) << "no engine: the loop's clock is modelled";
   }
 }
 

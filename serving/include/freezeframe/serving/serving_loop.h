@@ -47,6 +47,7 @@ struct ServingReport {
   long steps = 0;
   long prefill_tokens = 0;
   long decode_tokens = 0;
+  long output_tokens = 0;             ///< tokens the requests produced, each one's first included
   long steps_by_mode[3] = {0, 0, 0};  ///< indexed by RuntimeMode
   /// With prefix caching: prompt tokens admitted requests looked up, and those found cached.
   std::int64_t prefix_queried_tokens = 0;
@@ -55,7 +56,10 @@ struct ServingReport {
   long padded_tokens_in_graphs = 0;  ///< ... and after
   double seconds = 0.0;              ///< on the loop's clock (modelled without an engine)
   double busy_seconds = 0.0;         ///< time spent in steps
-  double step_ms_p50 = 0.0;          ///< step() plus waiting for its results
+  /// The loop's own duration on the host clock, scheduling included: what an offline
+  /// throughput divides by (0 without an engine).
+  double wall_seconds = 0.0;
+  double step_ms_p50 = 0.0;  ///< step() plus waiting for its results
   double step_ms_p99 = 0.0;
   double step_ms_max = 0.0;
   /// What the requests saw, on the loop's clock (ms): from arrival to the first step that ran
