@@ -15,8 +15,10 @@
 // of H·(nope + rope + v).
 //
 // Backend "mla" is this one with the decode rows' attention on the tensor-core kernel
-// (mla_decode/mla_decode.h: DeepSeek's 512 + 64 latent, split-KV); its projections and
-// prefill rows still run on the reference kernels.
+// (mla_decode/mla_decode.h: DeepSeek's 512 + 64 latent, split-KV) and the projections (the
+// query's, its absorption, the output's up-projection) on tensor cores
+// (mla_decode/tensor_core_projection.h); the prefill rows' latent expansion and attention
+// still run on the reference kernels.
 
 #include <algorithm>
 #include <array>
@@ -24,6 +26,7 @@
 
 #include "freezeframe/base/error.h"
 #include "mla_decode/mla_decode.h"
+#include "mla_decode/tensor_core_projection.h"
 #include "reference/launch.h"
 #include "reference/mla_launch.h"
 #include "reference/positions_plan.h"
@@ -113,6 +116,15 @@ class ReferenceMlaImpl final : public MlaImpl {
                const TensorView& output, cudaStream_t stream, const TensorView& lse_ln) override;
 
  private:
+  /// A projection on the backend's kernels: tensor cores for "mla", else the reference's.
+  void project(const reference::Projection& projection, cudaStream_t stream) const {
+    if (tensor_core_decode_) {
+      mla_decode::launch_tensor_core_projection(projection, stream);
+    } else {
+      reference::launch_projection(projection, stream);
+    }
+  }
+
   /// The decode rows' attention: q_abs against the latent cache → o_lat (and the LSE).
   void decode_attention(const TensorView& q_abs, const TensorView& o_lat, int rows,
                         const TensorView& kv_cache, const AttentionMetadata& md,
@@ -184,7 +196,7 @@ void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq
   q_proj.rows = rows;
   q_proj.n_out = h * (nope + rope);
   q_proj.k = p.q_lora_rank;
-  reference::launch_projection(q_proj, stream);
+  project(q_proj, stream);
   // Under DCP seq_lens count this rank's shard: positions come from the plan, and every row
   // is masked over the shard by its position (reference/positions_plan.h).
   const auto* first_positions =
@@ -208,7 +220,12 @@ void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq
   if (decode_rows > 0) {
     const TensorView q_abs = f32_view(layer.workspace, ws.q_abs, {rows, h, p.latent_size()});
     const TensorView o_lat = f32_view(layer.workspace, ws.o_lat, {rows, h, rank});
-    reference::launch_mla_absorb_query(p, q, weights_.kv_b_proj, q_abs, decode_rows, stream);
+    if (tensor_core_decode_) {
+      mla_decode::launch_tensor_core_absorb_query(p, q, weights_.kv_b_proj, q_abs, decode_rows,
+                                                  stream);
+    } else {
+      reference::launch_mla_absorb_query(p, q, weights_.kv_b_proj, q_abs, decode_rows, stream);
+    }
     if (tensor_core_decode_) {
       decode_attention(q_abs, o_lat, decode_rows, kv_cache, md, layer.workspace,
                        (ws.total + 255) / 256 * 256, lse_ln, stream);
@@ -250,7 +267,7 @@ void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq
     up.rows = decode_rows;
     up.n_out = v;
     up.k = rank;
-    reference::launch_projection(up, stream);
+    project(up, stream);
   }
 
   // Prefill rows (and padding rows, which come out as zeros): expand the latent.
