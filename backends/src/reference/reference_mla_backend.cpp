@@ -97,17 +97,17 @@ TensorView f32_view(const TensorView& workspace, std::size_t offset,
 class ReferenceMlaImpl final : public MlaImpl {
  public:
   ReferenceMlaImpl(const MlaParams& params, const MlaWeights& weights, DcpGroup dcp,
-                   bool tensor_core_decode)
+                   bool tensor_cores)
       : MlaImpl(params, dcp),
         weights_(weights),
-        tensor_core_decode_(tensor_core_decode),
+        tensor_cores_(tensor_cores),
         split_(mla_decode::split_policy(nullptr)) {}
 
   bool can_return_lse_for_decode() const override { return true; }
 
   std::size_t workspace_bytes(const BatchLimits& limits) const override {
     const std::size_t reference = MlaWorkspace::bytes(params(), limits);
-    if (!tensor_core_decode_) return reference;
+    if (!tensor_cores_) return reference;
     return (reference + 255) / 256 * 256 + split_bytes(params(), limits, split_);
   }
 
@@ -118,7 +118,7 @@ class ReferenceMlaImpl final : public MlaImpl {
  private:
   /// A projection on the backend's kernels: tensor cores for "mla", else the reference's.
   void project(const reference::Projection& projection, cudaStream_t stream) const {
-    if (tensor_core_decode_) {
+    if (tensor_cores_) {
       mla_decode::launch_tensor_core_projection(projection, stream);
     } else {
       reference::launch_projection(projection, stream);
@@ -132,7 +132,7 @@ class ReferenceMlaImpl final : public MlaImpl {
                         const TensorView& lse_ln, cudaStream_t stream) const;
 
   MlaWeights weights_;
-  bool tensor_core_decode_;
+  bool tensor_cores_;
   DecodeSplitPolicy split_;
 };
 
@@ -220,16 +220,13 @@ void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq
   if (decode_rows > 0) {
     const TensorView q_abs = f32_view(layer.workspace, ws.q_abs, {rows, h, p.latent_size()});
     const TensorView o_lat = f32_view(layer.workspace, ws.o_lat, {rows, h, rank});
-    if (tensor_core_decode_) {
+    if (tensor_cores_) {
       mla_decode::launch_tensor_core_absorb_query(p, q, weights_.kv_b_proj, q_abs, decode_rows,
                                                   stream);
-    } else {
-      reference::launch_mla_absorb_query(p, q, weights_.kv_b_proj, q_abs, decode_rows, stream);
-    }
-    if (tensor_core_decode_) {
       decode_attention(q_abs, o_lat, decode_rows, kv_cache, md, layer.workspace,
                        (ws.total + 255) / 256 * 256, lse_ln, stream);
     } else {
+      reference::launch_mla_absorb_query(p, q, weights_.kv_b_proj, q_abs, decode_rows, stream);
       reference::AttentionLaunch launch = base;
       launch.query = q_abs;
       launch.output = o_lat;
@@ -351,10 +348,11 @@ void check_weight(const TensorView& w, const char* what, std::int64_t rows, std:
 
 class ReferenceMlaBackend final : public AttentionBackend {
  public:
-  /// `tensor_core_decode`: the decode rows on mla_decode's kernel (backend "mla").
-  explicit ReferenceMlaBackend(bool tensor_core_decode) : tensor_core_decode_(tensor_core_decode) {}
+  /// `tensor_cores`: the decode attention and the projections on mla_decode's tensor-core
+  /// kernels (backend "mla").
+  explicit ReferenceMlaBackend(bool tensor_cores) : tensor_cores_(tensor_cores) {}
 
-  std::string_view name() const override { return tensor_core_decode_ ? "mla" : "reference_mla"; }
+  std::string_view name() const override { return tensor_cores_ ? "mla" : "reference_mla"; }
   bool is_mla() const override { return true; }
   // Decode and prefill rows take different launches, split by the step's decode count.
   GraphSupport graph_support() const override { return GraphSupport::kUniformSingleTokenDecode; }
@@ -368,7 +366,7 @@ class ReferenceMlaBackend final : public AttentionBackend {
     reference::write_positions_plan(common, slice);
   }
   std::span<const int> supported_head_sizes() const override {
-    if (tensor_core_decode_) return kTensorCoreLatentSizes;
+    if (tensor_cores_) return kTensorCoreLatentSizes;
     return kLatentSizes;
   }
   std::span<const DType> supported_kv_cache_dtypes() const override { return kCacheDTypes; }
@@ -385,7 +383,7 @@ class ReferenceMlaBackend final : public AttentionBackend {
   std::size_t mla_workspace_bytes(const MlaParams& p, const BatchLimits& limits,
                                   const DeviceProperties& device) const override {
     const std::size_t reference = MlaWorkspace::bytes(p, limits);
-    if (!tensor_core_decode_) return reference;
+    if (!tensor_cores_) return reference;
     return (reference + 255) / 256 * 256 +
            split_bytes(p, limits, mla_decode::split_policy(&device));
   }
@@ -432,28 +430,28 @@ class ReferenceMlaBackend final : public AttentionBackend {
              E::kUnsupported, "backend '", name(), "' needs q_proj, kv_b_proj and the latent ",
              "cache in one dtype, got ", name_of(w.q_proj.dtype()), ", ",
              name_of(w.kv_b_proj.dtype()), " and ", name_of(p.kv_cache_dtype));
-    FF_CHECK(!tensor_core_decode_ ||
+    FF_CHECK(!tensor_cores_ ||
                  (p.kv_lora_rank == mla_decode::kLatent && p.qk_rope_head_dim == mla_decode::kRope),
              E::kUnsupported, "backend '", name(), "' decodes DeepSeek's latent of ",
              mla_decode::kLatent, " + ", mla_decode::kRope, " values; got kv_lora_rank ",
              p.kv_lora_rank, " and qk_rope_head_dim ", p.qk_rope_head_dim,
              " (backend 'reference_mla' takes other sizes)");
     check_dcp(dcp, /*can_return_lse=*/true, name());
-    return std::make_unique<ReferenceMlaImpl>(p, w, dcp, tensor_core_decode_);
+    return std::make_unique<ReferenceMlaImpl>(p, w, dcp, tensor_cores_);
   }
 
  private:
-  bool tensor_core_decode_;
+  bool tensor_cores_;
 };
 
 }  // namespace
 
 std::unique_ptr<AttentionBackend> make_reference_mla_backend() {
-  return std::make_unique<ReferenceMlaBackend>(/*tensor_core_decode=*/false);
+  return std::make_unique<ReferenceMlaBackend>(/*tensor_cores=*/false);
 }
 
 std::unique_ptr<AttentionBackend> make_mla_backend() {
-  return std::make_unique<ReferenceMlaBackend>(/*tensor_core_decode=*/true);
+  return std::make_unique<ReferenceMlaBackend>(/*tensor_cores=*/true);
 }
 
 }  // namespace freezeframe
