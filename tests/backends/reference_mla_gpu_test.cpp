@@ -1,7 +1,7 @@
-// The MLA backends on the GPU against the host reference. The GPU runs decode rows through
-// the absorbed up-projections (backend "mla": on the tensor-core decode kernel) and prefill
-// rows through the expanded latent; the host expands for every row, so agreement also checks
-// that the two paths compute one function. Cases marked `replay` also capture the forward in
+// The MLA backends on the GPU against the host reference. reference_mla runs decode rows
+// through the absorbed up-projections and prefill rows through the expanded latent; mla absorbs
+// every row, on tensor cores; the host expands for every row, so agreement also checks that
+// the two forms compute one function. Cases marked `replay` also capture the forward in
 // a CUDA graph and require its replay to give the eager bits.
 
 #include <gtest/gtest.h>
@@ -243,6 +243,20 @@ std::vector<MlaCase> mla_cases() {
        .decodes = {1, 17, 1000, 4097},
        .prefills = {{70, 6}},
        .padding_rows = 3,
+       .backend = "mla"},
+      // Prefill rows absorbed on the same kernel: a whole prompt, a chunk over a cached
+      // prefix, beside a decode; each row causal over its request's positions.
+      {.name = "mla_prefills",
+       .heads = 16,
+       .q_lora_rank = 64,
+       .kv_lora_rank = 512,
+       .rope = 64,
+       .nope = 128,
+       .v = 128,
+       .block_size = 16,
+       .decodes = {40},
+       .prefills = {{300, 300}, {129, 64}},
+       .padding_rows = 5,
        .backend = "mla"},
       {.name = "mla_128_heads",
        .heads = 128,

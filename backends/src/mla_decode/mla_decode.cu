@@ -1,7 +1,8 @@
-// The tensor-core MLA decode kernel (mla_decode.h).
+// The tensor-core MLA attention kernel (mla_decode.h).
 //
-// A CTA takes one decode row, 16·MT of its heads (the M of every mma) and one split of the
-// row's positions, in tiles of 64 positions double-buffered through cp.async. Eight warps:
+// A CTA takes one row (a decode's, or a prefill token's), 16·MT of its heads (the M of every mma)
+// and one split of the row's positions, in tiles of 64 positions double-buffered through cp.async.
+// Eight warps:
 //   S = Q·Kᵀ   warp w scores positions [8w, 8w + 8) of the tile for all the CTA's heads,
 //              reducing over the 576 key dims (36 mma k-steps);
 //   softmax    the tile's row maxima meet in shared memory, so every warp rescales by the same
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "freezeframe/backends/dcp_shard.h"
 #include "freezeframe/base/error.h"
 #include "freezeframe/core/cuda_check.h"
 #include "kernels/dynamic_shared_memory.h"
@@ -76,13 +78,34 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(MlaDecodeParams
   const int warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;  // the mma fragment's row and column pair
 
-  const int len = p.seq_lens[row];
+  int req = row, len = 0;
+  if (p.query_start_loc == nullptr) {
+    len = p.seq_lens[row];
+  } else if (row < p.query_start_loc[p.num_reqs]) {
+    int lo = 0, hi = p.num_reqs - 1;  // the last request starting at or before the row
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (p.query_start_loc[mid] <= row) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    req = lo;
+    const int kv_len = p.seq_lens[req];
+    const int first = p.query_start_loc[req];
+    const int new_tokens = p.query_start_loc[req + 1] - first;
+    const bool sharded = p.dcp_world > 1;
+    const int pos = (sharded ? p.first_positions[req] : kv_len - new_tokens) + (row - first);
+    len = sharded ? dcp_shard_tokens(pos + 1, p.dcp_world, p.dcp_interleave, p.dcp_rank) : pos + 1;
+    len = min(len, kv_len);
+  }  // else a padding row: no positions
   int begin = 0, end = 0;
   split_range(len, p.num_splits, split, begin, end);
   const int num_tiles = (end - begin + kTile - 1) / kTile;
 
   const auto* cache = static_cast<const unsigned char*>(p.cache);
-  const std::int32_t* blocks = p.block_table + std::int64_t(row) * p.block_table_stride;
+  const std::int32_t* blocks = p.block_table + std::int64_t(req) * p.block_table_stride;
   auto load_tile = [&](int buffer, int first) {
     T* dst = s_k + std::size_t(buffer) * kTile * kRowElems;
     for (int c = tid; c < kTile * kChunksPerRow; c += kThreads) {

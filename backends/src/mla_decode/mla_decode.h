@@ -1,9 +1,10 @@
 #pragma once
-// The tensor-core MLA decode kernel: the absorbed form, each query head a 576-wide row (512
-// latent + 64 rotary) against the paged latent cache [blocks, block_size, 576], whose first 512
-// values are also the values. The heads of a row are the rows of one mma tile (16 or 32 heads
-// a CTA), so the cache is read once per CTA for all of them. Split-KV with LSE: each split
-// writes a normalised partial state and a combine merges them (as the paged decode kernels).
+// The tensor-core MLA attention kernel, for decode rows and (absorbed too) any others: the absorbed
+// form, each query head a 576-wide row (512 latent + 64 rotary) against the paged latent cache
+// [blocks, block_size, 576], whose first 512 values are also the values. The heads of a row are the
+// rows of one mma tile (16 or 32 heads a CTA), so the cache is read once per CTA for all of them.
+// Split-KV with LSE: each split writes a normalised partial state and a combine merges them (as the
+// paged decode kernels).
 
 #include <cuda_runtime_api.h>
 
@@ -20,9 +21,13 @@ inline constexpr int kRope = 64;
 inline constexpr int kQk = kLatent + kRope;  ///< the keys: latent and rotary part
 inline constexpr int kMaxSplits = 64;
 
-/// Decode row r is request r (each has one new token) and attends its seq_lens[r] cached
-/// positions, all of them: the new latent is cached before attention, and under decode context
-/// parallelism seq_lens count the rank's shard, all of it at or before the row's position.
+/// Without query_start_loc, row r is decode request r (one new token) and attends its
+/// seq_lens[r] cached positions, all of them: the new latent is cached before attention, and
+/// under decode context parallelism seq_lens count the rank's shard, all of it at or before
+/// the row's position. With it, any step's rows: row r belongs to the last request whose
+/// query_start_loc is ≤ r and attends the cached positions up to its own (causal; over a DCP
+/// shard the shard's first dcp_shard_tokens(position + 1)); rows from
+/// query_start_loc[num_reqs] on are padding (zeros, LSE −inf).
 struct MlaDecodeParams {
   const float* q = nullptr;  ///< [rows, heads, 576] f32 (the absorbed query)
   std::int64_t q_stride_row = 0, q_stride_head = 0;
@@ -40,6 +45,11 @@ struct MlaDecodeParams {
   float* partial_lse = nullptr;  ///< [splits, rows, heads]
   int num_rows = 0, num_heads = 0, num_splits = 1;
   float scale = 1.0f;
+  const std::int32_t* query_start_loc = nullptr;  ///< [num_reqs + 1], device; null: decodes
+  int num_reqs = 0;
+  /// Under DCP (dcp_world > 1, with query_start_loc): each request's first new position.
+  const std::int32_t* first_positions = nullptr;
+  int dcp_world = 1, dcp_rank = 0, dcp_interleave = 1;
 };
 
 /// Heads one CTA computes for `num_heads` heads (16 or 32).

@@ -14,11 +14,12 @@
 // Both paths compute the same function; decode reads R + rope values per position instead
 // of H·(nope + rope + v).
 //
-// Backend "mla" is this one with the decode rows' attention on the tensor-core kernel
-// (mla_decode/mla_decode.h: DeepSeek's 512 + 64 latent, split-KV) and the projections (the
-// query's, its absorption, the output's up-projection) on tensor cores
-// (mla_decode/tensor_core_projection.h); the prefill rows' latent expansion and attention
-// still run on the reference kernels.
+// Backend "mla" is this one with every row absorbed (prefill rows too: 576 + 512 multiplies a
+// position and head instead of 192 + 128, but the latent read once for all heads) and run on
+// tensor cores: the attention on mla_decode/mla_decode.h's kernel (DeepSeek's 512 + 64 latent,
+// split-KV), the projections (the query's, its absorption, the output's up-projection) on
+// mla_decode/tensor_core_projection.h's. The rotary embedding and the cache write are the
+// reference's.
 
 #include <algorithm>
 #include <array>
@@ -77,10 +78,12 @@ struct MlaWorkspace {
   }
 
   /// The whole workspace for batches within `limits`: its query rows, and the prefill context
-  /// they may expand (max_prefill_context_tokens, else the longer of a step and a sequence).
-  static std::size_t bytes(const MlaParams& p, const BatchLimits& limits) {
+  /// they may expand (max_prefill_context_tokens, else the longer of a step and a sequence;
+  /// none where every row is absorbed).
+  static std::size_t bytes(const MlaParams& p, const BatchLimits& limits, bool expands) {
     const std::int64_t context =
-        limits.max_prefill_context_tokens > 0
+        !expands ? 0
+        : limits.max_prefill_context_tokens > 0
             ? limits.max_prefill_context_tokens
             : std::max<std::int64_t>(limits.max_num_tokens,
                                      std::int64_t(limits.max_blocks_per_req) * limits.block_size);
@@ -106,7 +109,7 @@ class ReferenceMlaImpl final : public MlaImpl {
   bool can_return_lse_for_decode() const override { return true; }
 
   std::size_t workspace_bytes(const BatchLimits& limits) const override {
-    const std::size_t reference = MlaWorkspace::bytes(params(), limits);
+    const std::size_t reference = MlaWorkspace::bytes(params(), limits, !tensor_cores_);
     if (!tensor_cores_) return reference;
     return (reference + 255) / 256 * 256 + split_bytes(params(), limits, split_);
   }
@@ -125,11 +128,13 @@ class ReferenceMlaImpl final : public MlaImpl {
     }
   }
 
-  /// The decode rows' attention: q_abs against the latent cache → o_lat (and the LSE).
-  void decode_attention(const TensorView& q_abs, const TensorView& o_lat, int rows,
-                        const TensorView& kv_cache, const AttentionMetadata& md,
-                        const TensorView& workspace, std::size_t scratch_offset,
-                        const TensorView& lse_ln, cudaStream_t stream) const;
+  /// Every row's attention on tensor cores, absorbed: q_abs against the latent cache → o_lat
+  /// (and the LSE), each row causal over its request's positions (under DCP, its shard's).
+  void absorbed_attention(const TensorView& q_abs, const TensorView& o_lat,
+                          const TensorView& kv_cache, const AttentionMetadata& md,
+                          const std::int32_t* first_positions, const TensorView& workspace,
+                          std::size_t scratch_offset, const TensorView& lse_ln,
+                          cudaStream_t stream) const;
 
   MlaWeights weights_;
   bool tensor_cores_;
@@ -169,8 +174,11 @@ void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq
   const TensorView out = output_as_3d(output, dtype, rows, p.num_heads, p.v_head_dim);
   check_lse(lse_ln, rows, p.num_heads);
 
+  // The reference expands the latent for its prefill rows; the tensor cores absorb every row.
   std::int64_t context = 0;
-  for (int r = md.num_decodes; r < md.num_reqs; ++r) context += md.seq_lens_host[r];
+  if (!tensor_cores_) {
+    for (int r = md.num_decodes; r < md.num_reqs; ++r) context += md.seq_lens_host[r];
+  }
   const MlaWorkspace ws = MlaWorkspace::layout(p, rows, context);
   FF_CHECK(layer.workspace.defined() && layer.workspace.is_cuda() &&
                static_cast<std::size_t>(layer.workspace.span_bytes()) >= ws.total,
@@ -215,16 +223,17 @@ void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq
   base.scale = p.scale;
   base.causal = true;
 
-  // Decode rows: absorbed query against the latent cache (one shared "KV head").
+  // Decode rows (on tensor cores, every row): absorbed query against the latent cache (one
+  // shared "KV head").
   const int decode_rows = md.num_decode_tokens;
-  if (decode_rows > 0) {
+  const int absorbed_rows = tensor_cores_ ? rows : decode_rows;
+  if (absorbed_rows > 0) {
     const TensorView q_abs = f32_view(layer.workspace, ws.q_abs, {rows, h, p.latent_size()});
     const TensorView o_lat = f32_view(layer.workspace, ws.o_lat, {rows, h, rank});
     if (tensor_cores_) {
-      mla_decode::launch_tensor_core_absorb_query(p, q, weights_.kv_b_proj, q_abs, decode_rows,
-                                                  stream);
-      decode_attention(q_abs, o_lat, decode_rows, kv_cache, md, layer.workspace,
-                       (ws.total + 255) / 256 * 256, lse_ln, stream);
+      mla_decode::launch_tensor_core_absorb_query(p, q, weights_.kv_b_proj, q_abs, rows, stream);
+      absorbed_attention(q_abs, o_lat, kv_cache, md, first_positions, layer.workspace,
+                         (ws.total + 255) / 256 * 256, lse_ln, stream);
     } else {
       reference::launch_mla_absorb_query(p, q, weights_.kv_b_proj, q_abs, decode_rows, stream);
       reference::AttentionLaunch launch = base;
@@ -261,14 +270,14 @@ void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq
     up.out_stride_batch = v;
     up.out_stride_row = std::int64_t(h) * v;
     up.batch = h;
-    up.rows = decode_rows;
+    up.rows = absorbed_rows;
     up.n_out = v;
     up.k = rank;
     project(up, stream);
   }
 
   // Prefill rows (and padding rows, which come out as zeros): expand the latent.
-  if (rows > decode_rows) {
+  if (!tensor_cores_ && rows > decode_rows) {
     const TensorView k_exp = f32_view(layer.workspace, ws.k_exp, {context, h, nope + rope});
     const TensorView v_exp = f32_view(layer.workspace, ws.v_exp, {context, h, v});
     reference::launch_mla_expand_latent(p, kv_cache, weights_.kv_b_proj, md, k_exp, v_exp, stream);
@@ -287,19 +296,21 @@ void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq
   }
 }
 
-void ReferenceMlaImpl::decode_attention(const TensorView& q_abs, const TensorView& o_lat, int rows,
-                                        const TensorView& kv_cache, const AttentionMetadata& md,
-                                        const TensorView& workspace, std::size_t scratch_offset,
-                                        const TensorView& lse_ln, cudaStream_t stream) const {
+void ReferenceMlaImpl::absorbed_attention(const TensorView& q_abs, const TensorView& o_lat,
+                                          const TensorView& kv_cache, const AttentionMetadata& md,
+                                          const std::int32_t* first_positions,
+                                          const TensorView& workspace, std::size_t scratch_offset,
+                                          const TensorView& lse_ln, cudaStream_t stream) const {
   const MlaParams& p = params();
+  const int rows = md.num_tokens;
   const int block_size = static_cast<int>(kv_cache.size(1));
-  // Split by the step's rows, not those decoded: eager and captured steps split alike.
+  // Split by the step's rows: a graph's launch is right for any step it replays.
   const int splits = mla_decode::split_count(split_, p.num_heads, md.num_tokens,
                                              static_cast<long>(md.block_table_stride) * block_size);
   const mla_decode::MlaDecodeWorkspace scratch(p.num_heads, splits, rows);
   FF_CHECK(static_cast<std::size_t>(workspace.span_bytes()) >= scratch_offset + scratch.total,
            E::kOutOfMemory, "the MLA workspace holds ", workspace.span_bytes(), " bytes; ", rows,
-           " decode rows in ", splits, " splits need ", scratch_offset + scratch.total);
+           " rows in ", splits, " splits need ", scratch_offset + scratch.total);
   mla_decode::MlaDecodeParams d;
   d.q = static_cast<const float*>(q_abs.data());
   d.q_stride_row = q_abs.stride(0);
@@ -327,6 +338,14 @@ void ReferenceMlaImpl::decode_attention(const TensorView& q_abs, const TensorVie
   d.num_heads = p.num_heads;
   d.num_splits = splits;
   d.scale = p.scale;
+  d.query_start_loc = md.query_start_loc;
+  d.num_reqs = md.num_reqs;
+  if (dcp_world_size() > 1) {
+    d.first_positions = first_positions;
+    d.dcp_world = dcp_group().world_size;
+    d.dcp_rank = dcp_group().rank;
+    d.dcp_interleave = dcp_group().interleave_size;
+  }
   mla_decode::launch_mla_decode(d, p.kv_cache_dtype, stream);
 }
 
@@ -382,7 +401,7 @@ class ReferenceMlaBackend final : public AttentionBackend {
 
   std::size_t mla_workspace_bytes(const MlaParams& p, const BatchLimits& limits,
                                   const DeviceProperties& device) const override {
-    const std::size_t reference = MlaWorkspace::bytes(p, limits);
+    const std::size_t reference = MlaWorkspace::bytes(p, limits, !tensor_cores_);
     if (!tensor_cores_) return reference;
     return (reference + 255) / 256 * 256 +
            split_bytes(p, limits, mla_decode::split_policy(&device));
