@@ -347,10 +347,11 @@ TEST(PagedDecodeBackend, AttendsPrefillRowsOverADcpShard) {
   EXPECT_EQ(positions[1], 10);
 }
 
-TEST(ReferenceMlaBackend, RejectsBadParametersAndWeights) {
-  const AttentionBackend& b = find_backend("reference_mla");
+/// DeepSeek-V2's attention (its query through a latent of 1536) over `heads` heads, and
+/// weights of those shapes at made-up device addresses (nothing runs them).
+std::pair<MlaParams, MlaWeights> deepseek_v2_attention(int heads) {
   MlaParams p;
-  p.num_heads = 16;
+  p.num_heads = heads;
   p.q_lora_rank = 1536;
   p.kv_lora_rank = 512;
   p.qk_nope_head_dim = 128;
@@ -358,10 +359,16 @@ TEST(ReferenceMlaBackend, RejectsBadParametersAndWeights) {
   p.v_head_dim = 128;
   p.scale = 0.07f;
   MlaWeights w;
-  w.q_proj =
-      TensorView(reinterpret_cast<void*>(0x1000), DType::kBF16, {16 * 192, 1536}, Device::cuda());
+  w.q_proj = TensorView(reinterpret_cast<void*>(0x1000), DType::kBF16, {heads * 192, 1536},
+                        Device::cuda());
   w.kv_b_proj =
-      TensorView(reinterpret_cast<void*>(0x2000), DType::kBF16, {16 * 256, 512}, Device::cuda());
+      TensorView(reinterpret_cast<void*>(0x2000), DType::kBF16, {heads * 256, 512}, Device::cuda());
+  return {p, w};
+}
+
+TEST(ReferenceMlaBackend, RejectsBadParametersAndWeights) {
+  const AttentionBackend& b = find_backend("reference_mla");
+  const auto [p, w] = deepseek_v2_attention(16);
   EXPECT_NO_THROW((void)b.make_mla_impl(p, w));
   MlaParams bad_rank = p;
   bad_rank.kv_lora_rank = 300;
@@ -383,19 +390,7 @@ TEST(MlaBackend, DecodesDeepSeeksLatentOnlyAndSaysWhereOthersGo) {
   EXPECT_TRUE(b.is_mla());
   EXPECT_EQ(std::vector<int>(b.supported_head_sizes().begin(), b.supported_head_sizes().end()),
             std::vector<int>{576});
-  MlaParams p;
-  p.num_heads = 128;
-  p.q_lora_rank = 1536;
-  p.kv_lora_rank = 512;
-  p.qk_nope_head_dim = 128;
-  p.qk_rope_head_dim = 64;
-  p.v_head_dim = 128;
-  p.scale = 0.07f;
-  MlaWeights w;
-  w.q_proj =
-      TensorView(reinterpret_cast<void*>(0x1000), DType::kBF16, {128 * 192, 1536}, Device::cuda());
-  w.kv_b_proj =
-      TensorView(reinterpret_cast<void*>(0x2000), DType::kBF16, {128 * 256, 512}, Device::cuda());
+  auto [p, w] = deepseek_v2_attention(128);
   EXPECT_NO_THROW((void)b.make_mla_impl(p, w));
   MlaParams small = p;
   small.kv_lora_rank = 256;
