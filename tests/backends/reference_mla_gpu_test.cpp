@@ -229,16 +229,16 @@ std::vector<MlaCase> mla_cases() {
        .decodes = {90, 7},
        .prefills = {{60, 20}},
        .scaled_rope = true},
-      // The tensor-core decode kernel: DeepSeek-V2-Lite's 16 heads over lengths 1, 17, 1000
-      // and 4097 (several KV splits) beside a prefill and padding rows; DeepSeek-V2's 128
-      // heads (four CTAs a row); an f16 cache of lengths around the 64-position tile.
-      {.name = "mla_lite_lengths",
+      // The tensor-core kernels: 16 heads over lengths 1, 17, 1000 and 4097 (several KV
+      // splits) beside a prefill and padding rows; DeepSeek-V2's 128 heads (four CTAs a row);
+      // an f16 cache of lengths around the 64-position tile.
+      {.name = "mla_lengths",
        .heads = 16,
        .q_lora_rank = 64,
        .kv_lora_rank = 512,
        .rope = 64,
-       .nope = 128,
-       .v = 128,
+       .nope = 32,  // the host expands every position: small heads keep 4097 of them quick
+       .v = 32,
        .block_size = 64,
        .decodes = {1, 17, 1000, 4097},
        .prefills = {{70, 6}},
