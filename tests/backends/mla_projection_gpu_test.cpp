@@ -1,6 +1,7 @@
 // The MLA projections on tensor cores (backend "mla") against double precision on the host:
-// batched, strided, transposed weights, edges that are no multiple of a tile, every dtype
-// combination, into poisoned outputs; and the query absorption, its rotary part copied.
+// batched, strided, transposed weights, edges that are no multiple of a tile, loads in 16-byte
+// pieces and element by element, every dtype combination, into poisoned outputs; and the
+// query absorption, its rotary part copied.
 
 #include <gtest/gtest.h>
 
@@ -105,7 +106,11 @@ INSTANTIATE_TEST_SUITE_P(
         ProjectionCase{"absorb_bf16", DType::kF32, DType::kBF16, DType::kF32, 4, 17, 512, 128, true,
                        true, 5e-3},
         ProjectionCase{"absorb_f16", DType::kF32, DType::kF16, DType::kF32, 2, 65, 130, 40, true,
-                       true, 2e-3}),
+                       true, 2e-3},
+        // k in no whole 16-byte pieces: every load element by element.
+        ProjectionCase{"odd_k_bf16", DType::kBF16, DType::kBF16, DType::kF32, 2, 5, 70, 30},
+        ProjectionCase{"odd_k_f32", DType::kF32, DType::kBF16, DType::kBF16, 3, 66, 10, 30, true,
+                       false, 8e-3}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(TensorCoreAbsorb, MatchesDoublePrecisionAndCopiesTheRotaryPart) {

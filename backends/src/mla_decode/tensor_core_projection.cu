@@ -4,10 +4,14 @@
 // are loaded into shared memory in the weight's 16-bit type (x converted as it is read, zeros
 // past the edges), then each of 4 warps multiplies its 32 × 32 quarter with m16n8k16 mma.sync.
 // Rows are padded to 40 elements (80 bytes), so an ldmatrix's eight rows fall in distinct
-// bank groups. Any shape and strides: the loads are guarded, element by element.
+// bank groups. Any shape and strides: the loads are guarded, in 16-byte pieces where k, the
+// strides and the pointer allow, else element by element.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
 
 #include "freezeframe/base/error.h"
 #include "freezeframe/core/convert.cuh"
@@ -27,7 +31,68 @@ constexpr int kTileM = 64, kTileN = 64, kTileK = 32;
 constexpr int kLd = kTileK + 8;
 constexpr int kThreads = 128;
 
-template <typename XT, typename T, typename OT>
+/// x's [64, 32] tile at (row0, k0) into s_x in T. kVec: 16-byte loads (k, the strides and the
+/// pointer in whole 16-byte pieces, so a piece is in or out of the matrix as a whole).
+template <typename XT, typename T, bool kVec>
+__device__ __forceinline__ void load_x_tile(T* s_x, const XT* x, const reference::Projection& p,
+                                            int row0, int k0, int tid) {
+  if constexpr (kVec && std::is_same_v<XT, float>) {
+    for (int e = tid; e < kTileM * kTileK / 4; e += kThreads) {
+      const int r = e / (kTileK / 4), c = (e % (kTileK / 4)) * 4;
+      const int row = row0 + r, k = k0 + c;
+      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (row < p.rows && k < p.k)
+        v = *reinterpret_cast<const float4*>(x + row * p.x_stride_row + k);
+      uint2 packed;
+      packed.x = kernels::pack2<T>(v.x, v.y);
+      packed.y = kernels::pack2<T>(v.z, v.w);
+      *reinterpret_cast<uint2*>(s_x + r * kLd + c) = packed;
+    }
+  } else if constexpr (kVec) {
+    static_assert(std::is_same_v<XT, T>, "16-bit x is the weight's type");
+    for (int e = tid; e < kTileM * kTileK / 8; e += kThreads) {
+      const int r = e / (kTileK / 8), c = (e % (kTileK / 8)) * 8;
+      const int row = row0 + r, k = k0 + c;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (row < p.rows && k < p.k)
+        v = *reinterpret_cast<const uint4*>(x + row * p.x_stride_row + k);
+      *reinterpret_cast<uint4*>(s_x + r * kLd + c) = v;
+    }
+  } else {
+    for (int e = tid; e < kTileM * kTileK; e += kThreads) {
+      const int r = e / kTileK, c = e % kTileK;
+      const int row = row0 + r, k = k0 + c;
+      const float v = row < p.rows && k < p.k ? to_float(x[row * p.x_stride_row + k]) : 0.0f;
+      s_x[r * kLd + c] = from_float<T>(v);
+    }
+  }
+}
+
+/// w's [64, 32] tile at (n0, k0) into s_w [n][k]. kVec: 16-byte loads along k (unit k stride).
+template <typename T, bool kVec>
+__device__ __forceinline__ void load_w_tile(T* s_w, const T* w, const reference::Projection& p,
+                                            std::int64_t w_stride_k, int n0, int k0, int tid) {
+  if constexpr (kVec) {
+    for (int e = tid; e < kTileN * kTileK / 8; e += kThreads) {
+      const int n = e / (kTileK / 8), c = (e % (kTileK / 8)) * 8;
+      const int col = n0 + n, k = k0 + c;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (col < p.n_out && k < p.k) v = *reinterpret_cast<const uint4*>(w + col * p.w_stride_n + k);
+      *reinterpret_cast<uint4*>(s_w + n * kLd + c) = v;
+    }
+  } else {
+    for (int e = tid; e < kTileN * kTileK; e += kThreads) {
+      // Consecutive threads along whichever of w's dims is contiguous.
+      const int n = w_stride_k == 1 ? e / kTileK : e % kTileN;
+      const int c = w_stride_k == 1 ? e % kTileK : e / kTileN;
+      const int col = n0 + n, k = k0 + c;
+      s_w[n * kLd + c] =
+          col < p.n_out && k < p.k ? w[col * p.w_stride_n + k * w_stride_k] : from_float<T>(0.0f);
+    }
+  }
+}
+
+template <typename XT, typename T, typename OT, bool kVecX, bool kVecW>
 __global__ void __launch_bounds__(kThreads)
     projection_kernel(const __grid_constant__ reference::Projection p, std::int64_t w_stride_k) {
   __shared__ __align__(16) T s_x[kTileM * kLd];
@@ -43,20 +108,8 @@ __global__ void __launch_bounds__(kThreads)
 
   float acc[2][4][4] = {};
   for (int k0 = 0; k0 < p.k; k0 += kTileK) {
-    for (int e = tid; e < kTileM * kTileK; e += kThreads) {
-      const int r = e / kTileK, c = e % kTileK;
-      const int row = row0 + r, k = k0 + c;
-      const float v = row < p.rows && k < p.k ? to_float(x[row * p.x_stride_row + k]) : 0.0f;
-      s_x[r * kLd + c] = from_float<T>(v);
-    }
-    for (int e = tid; e < kTileN * kTileK; e += kThreads) {
-      // Consecutive threads along whichever of w's dims is contiguous.
-      const int n = w_stride_k == 1 ? e / kTileK : e % kTileN;
-      const int c = w_stride_k == 1 ? e % kTileK : e / kTileN;
-      const int col = n0 + n, k = k0 + c;
-      s_w[n * kLd + c] =
-          col < p.n_out && k < p.k ? w[col * p.w_stride_n + k * w_stride_k] : from_float<T>(0.0f);
-    }
+    load_x_tile<XT, T, kVecX>(s_x, x, p, row0, k0, tid);
+    load_w_tile<T, kVecW>(s_w, w, p, w_stride_k, n0, k0, tid);
     __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < kTileK; kk += 16) {
@@ -101,11 +154,28 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+/// Whether a matrix of `T` at `data` with these strides (elements) and k reads in 16-byte
+/// pieces.
+template <typename T>
+bool whole_pieces(const void* data, std::int64_t stride_a, std::int64_t stride_b, int k) {
+  constexpr int kPiece = 16 / sizeof(T);
+  return reinterpret_cast<std::uintptr_t>(data) % 16 == 0 && stride_a % kPiece == 0 &&
+         stride_b % kPiece == 0 && k % kPiece == 0;
+}
+
 template <typename XT, typename T, typename OT>
 void run(const reference::Projection& p, std::int64_t w_stride_k, cudaStream_t stream) {
   const dim3 grid((p.n_out + kTileN - 1) / kTileN, (p.rows + kTileM - 1) / kTileM, p.batch);
-  projection_kernel<XT, T, OT><<<grid, kThreads, 0, stream>>>(p, w_stride_k);
-  FF_CUDA_CHECK(cudaGetLastError());
+  const bool vec_x = whole_pieces<XT>(p.x, p.x_stride_row, p.x_stride_batch, p.k);
+  const bool vec_w = w_stride_k == 1 && whole_pieces<T>(p.w, p.w_stride_n, p.w_stride_batch, p.k);
+  auto launch = [&](auto kernel) {
+    kernel<<<grid, kThreads, 0, stream>>>(p, w_stride_k);
+    FF_CUDA_CHECK(cudaGetLastError());
+  };
+  if (vec_x && vec_w) return launch(projection_kernel<XT, T, OT, true, true>);
+  if (vec_x) return launch(projection_kernel<XT, T, OT, true, false>);
+  if (vec_w) return launch(projection_kernel<XT, T, OT, false, true>);
+  launch(projection_kernel<XT, T, OT, false, false>);
 }
 
 /// q_abs[t, h, rank + i] = q[t, h, nope + i]: the rotary part, carried over.
