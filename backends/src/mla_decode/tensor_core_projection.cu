@@ -5,7 +5,8 @@
 // past the edges), then each of 4 warps multiplies its 32 × 32 quarter with m16n8k16 mma.sync.
 // Rows are padded to 40 elements (80 bytes), so an ldmatrix's eight rows fall in distinct
 // bank groups. Any shape and strides: the loads are guarded, in 16-byte pieces where k, the
-// strides and the pointer allow, else element by element.
+// strides and the pointer allow (the next tile's then held in registers while the current one
+// is multiplied), else element by element.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -31,64 +32,74 @@ constexpr int kTileM = 64, kTileN = 64, kTileK = 32;
 constexpr int kLd = kTileK + 8;
 constexpr int kThreads = 128;
 
-/// x's [64, 32] tile at (row0, k0) into s_x in T. kVec: 16-byte loads (k, the strides and the
-/// pointer in whole 16-byte pieces, so a piece is in or out of the matrix as a whole).
-template <typename XT, typename T, bool kVec>
-__device__ __forceinline__ void load_x_tile(T* s_x, const XT* x, const reference::Projection& p,
-                                            int row0, int k0, int tid) {
-  if constexpr (kVec && std::is_same_v<XT, float>) {
-    for (int e = tid; e < kTileM * kTileK / 4; e += kThreads) {
-      const int r = e / (kTileK / 4), c = (e % (kTileK / 4)) * 4;
-      const int row = row0 + r, k = k0 + c;
-      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (row < p.rows && k < p.k)
-        v = *reinterpret_cast<const float4*>(x + row * p.x_stride_row + k);
-      uint2 packed;
-      packed.x = kernels::pack2<T>(v.x, v.y);
-      packed.y = kernels::pack2<T>(v.z, v.w);
-      *reinterpret_cast<uint2*>(s_x + r * kLd + c) = packed;
+/// One thread's share of a [64, 32] tile in 16-byte pieces, held in registers between its
+/// load (`fetch`) and its store into shared memory (`stash`), so the next tile's loads fly
+/// while the current one is multiplied. A piece is in or out of the matrix as a whole: k, the
+/// strides and the pointer are in whole pieces.
+template <typename E>
+struct Pieces {
+  using Piece = std::conditional_t<std::is_same_v<E, float>, float4, uint4>;
+  static constexpr int kWidth = 16 / sizeof(E);  // elements a piece
+  static constexpr int kPerRow = kTileK / kWidth;
+  static constexpr int kCount = kTileM * kPerRow / kThreads;
+  static_assert(kTileM == kTileN && kCount * kThreads == kTileM * kPerRow);
+  Piece v[kCount];
+
+  /// Rows [first, first + 64) of a matrix with `rows` rows and `k` columns, columns from k0.
+  __device__ __forceinline__ void fetch(const E* m, std::int64_t stride, int first, int rows, int k,
+                                        int k0, int tid) {
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) {
+      const int e = tid + i * kThreads, r = e / kPerRow, c = (e % kPerRow) * kWidth;
+      v[i] = Piece{};
+      if (first + r < rows && k0 + c < k) {
+        v[i] = *reinterpret_cast<const Piece*>(m + (first + r) * stride + k0 + c);
+      }
     }
-  } else if constexpr (kVec) {
-    static_assert(std::is_same_v<XT, T>, "16-bit x is the weight's type");
-    for (int e = tid; e < kTileM * kTileK / 8; e += kThreads) {
-      const int r = e / (kTileK / 8), c = (e % (kTileK / 8)) * 8;
-      const int row = row0 + r, k = k0 + c;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (row < p.rows && k < p.k)
-        v = *reinterpret_cast<const uint4*>(x + row * p.x_stride_row + k);
-      *reinterpret_cast<uint4*>(s_x + r * kLd + c) = v;
+  }
+
+  /// Into s [64][kLd] in T (f32 rounded to it).
+  template <typename T>
+  __device__ __forceinline__ void stash(T* s, int tid) const {
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) {
+      const int e = tid + i * kThreads, r = e / kPerRow, c = (e % kPerRow) * kWidth;
+      if constexpr (std::is_same_v<E, float>) {
+        uint2 packed;
+        packed.x = kernels::pack2<T>(v[i].x, v[i].y);
+        packed.y = kernels::pack2<T>(v[i].z, v[i].w);
+        *reinterpret_cast<uint2*>(s + r * kLd + c) = packed;
+      } else {
+        static_assert(std::is_same_v<E, T>, "16-bit pieces are stored as they are");
+        *reinterpret_cast<uint4*>(s + r * kLd + c) = v[i];
+      }
     }
-  } else {
-    for (int e = tid; e < kTileM * kTileK; e += kThreads) {
-      const int r = e / kTileK, c = e % kTileK;
-      const int row = row0 + r, k = k0 + c;
-      const float v = row < p.rows && k < p.k ? to_float(x[row * p.x_stride_row + k]) : 0.0f;
-      s_x[r * kLd + c] = from_float<T>(v);
-    }
+  }
+};
+
+/// x's [64, 32] tile at (row0, k0) into s_x in T, element by element.
+template <typename XT, typename T>
+__device__ __forceinline__ void load_x_elements(T* s_x, const XT* x, const reference::Projection& p,
+                                                int row0, int k0, int tid) {
+  for (int e = tid; e < kTileM * kTileK; e += kThreads) {
+    const int r = e / kTileK, c = e % kTileK;
+    const int row = row0 + r, k = k0 + c;
+    const float v = row < p.rows && k < p.k ? to_float(x[row * p.x_stride_row + k]) : 0.0f;
+    s_x[r * kLd + c] = from_float<T>(v);
   }
 }
 
-/// w's [64, 32] tile at (n0, k0) into s_w [n][k]. kVec: 16-byte loads along k (unit k stride).
-template <typename T, bool kVec>
-__device__ __forceinline__ void load_w_tile(T* s_w, const T* w, const reference::Projection& p,
-                                            std::int64_t w_stride_k, int n0, int k0, int tid) {
-  if constexpr (kVec) {
-    for (int e = tid; e < kTileN * kTileK / 8; e += kThreads) {
-      const int n = e / (kTileK / 8), c = (e % (kTileK / 8)) * 8;
-      const int col = n0 + n, k = k0 + c;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (col < p.n_out && k < p.k) v = *reinterpret_cast<const uint4*>(w + col * p.w_stride_n + k);
-      *reinterpret_cast<uint4*>(s_w + n * kLd + c) = v;
-    }
-  } else {
-    for (int e = tid; e < kTileN * kTileK; e += kThreads) {
-      // Consecutive threads along whichever of w's dims is contiguous.
-      const int n = w_stride_k == 1 ? e / kTileK : e % kTileN;
-      const int c = w_stride_k == 1 ? e % kTileK : e / kTileN;
-      const int col = n0 + n, k = k0 + c;
-      s_w[n * kLd + c] =
-          col < p.n_out && k < p.k ? w[col * p.w_stride_n + k * w_stride_k] : from_float<T>(0.0f);
-    }
+/// w's [64, 32] tile at (n0, k0) into s_w [n][k], element by element (any k stride).
+template <typename T>
+__device__ __forceinline__ void load_w_elements(T* s_w, const T* w, const reference::Projection& p,
+                                                std::int64_t w_stride_k, int n0, int k0, int tid) {
+  for (int e = tid; e < kTileN * kTileK; e += kThreads) {
+    // Consecutive threads along whichever of w's dims is contiguous.
+    const int n = w_stride_k == 1 ? e / kTileK : e % kTileN;
+    const int c = w_stride_k == 1 ? e % kTileK : e / kTileN;
+    const int col = n0 + n, k = k0 + c;
+    s_w[n * kLd + c] =
+        col < p.n_out && k < p.k ? w[col * p.w_stride_n + k * w_stride_k] : from_float<T>(0.0f);
   }
 }
 
@@ -107,10 +118,8 @@ __global__ void __launch_bounds__(kThreads)
   const T* w = static_cast<const T*>(p.w) + b * p.w_stride_batch;
 
   float acc[2][4][4] = {};
-  for (int k0 = 0; k0 < p.k; k0 += kTileK) {
-    load_x_tile<XT, T, kVecX>(s_x, x, p, row0, k0, tid);
-    load_w_tile<T, kVecW>(s_w, w, p, w_stride_k, n0, k0, tid);
-    __syncthreads();
+  // The tile in shared memory times the accumulators.
+  auto multiply = [&] {
 #pragma unroll
     for (int kk = 0; kk < kTileK; kk += 16) {
       std::uint32_t a[2][4];
@@ -134,6 +143,30 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
+  };
+
+  // Pieces of the next tile are loaded into registers while this one is multiplied.
+  Pieces<XT> x_next;
+  Pieces<T> w_next;
+  if constexpr (kVecX) x_next.fetch(x, p.x_stride_row, row0, p.rows, p.k, 0, tid);
+  if constexpr (kVecW) w_next.fetch(w, p.w_stride_n, n0, p.n_out, p.k, 0, tid);
+  for (int k0 = 0; k0 < p.k; k0 += kTileK) {
+    if constexpr (kVecX) {
+      x_next.template stash<T>(s_x, tid);
+    } else {
+      load_x_elements(s_x, x, p, row0, k0, tid);
+    }
+    if constexpr (kVecW) {
+      w_next.template stash<T>(s_w, tid);
+    } else {
+      load_w_elements(s_w, w, p, w_stride_k, n0, k0, tid);
+    }
+    __syncthreads();
+    if (k0 + kTileK < p.k) {
+      if constexpr (kVecX) x_next.fetch(x, p.x_stride_row, row0, p.rows, p.k, k0 + kTileK, tid);
+      if constexpr (kVecW) w_next.fetch(w, p.w_stride_n, n0, p.n_out, p.k, k0 + kTileK, tid);
+    }
+    multiply();
     __syncthreads();
   }
 
