@@ -275,23 +275,38 @@ __global__ void __launch_bounds__(kGemmThreads)
   const int warp_m = warp / 2, warp_n = warp % 2;
   float acc[2][4][4] = {};
 
-  for (int k0 = 0; k0 < p.k; k0 += kTileK) {
-    // 64 rows × 4 chunks of 8 values for each operand: two chunks a thread; rows past the
-    // tile, columns past n and values past k are zeros.
-    for (int c = threadIdx.x; c < kTileM * (kTileK / 8); c += kGemmThreads) {
+  // 64 rows × 4 chunks of 8 values for each operand: two chunks a thread; rows past the tile,
+  // columns past n and values past k are zeros. The next tile's chunks are loaded into
+  // registers while the current one is multiplied.
+  constexpr int kChunks = kTileM * (kTileK / 8) / kGemmThreads;
+  uint4 a_next[kChunks], b_next[kChunks];
+  auto fetch = [&](int k0) {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int c = threadIdx.x + i * kGemmThreads;
       const int r = c / (kTileK / 8), col = (c % (kTileK / 8)) * 8;
       const bool in_k = k0 + col < p.k;
-      uint4 a = make_uint4(0, 0, 0, 0), b = make_uint4(0, 0, 0, 0);
+      a_next[i] = make_uint4(0, 0, 0, 0);
+      b_next[i] = make_uint4(0, 0, 0, 0);
       if (r < rows && in_k) {
-        a = *reinterpret_cast<const uint4*>(in + s_in_row[r] * p.in_stride + k0 + col);
+        a_next[i] = *reinterpret_cast<const uint4*>(in + s_in_row[r] * p.in_stride + k0 + col);
       }
       if (n0 + r < p.n && in_k) {
-        b = *reinterpret_cast<const uint4*>(weight + std::int64_t(n0 + r) * p.k + k0 + col);
+        b_next[i] = *reinterpret_cast<const uint4*>(weight + std::int64_t(n0 + r) * p.k + k0 + col);
       }
-      *reinterpret_cast<uint4*>(&s_a[r][col]) = a;
-      *reinterpret_cast<uint4*>(&s_b[r][col]) = b;
+    }
+  };
+  fetch(0);
+  for (int k0 = 0; k0 < p.k; k0 += kTileK) {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int c = threadIdx.x + i * kGemmThreads;
+      const int r = c / (kTileK / 8), col = (c % (kTileK / 8)) * 8;
+      *reinterpret_cast<uint4*>(&s_a[r][col]) = a_next[i];
+      *reinterpret_cast<uint4*>(&s_b[r][col]) = b_next[i];
     }
     __syncthreads();
+    if (k0 + kTileK < p.k) fetch(k0 + kTileK);
 #pragma unroll
     for (int ks = 0; ks < kTileK; ks += 16) {
       std::uint32_t a_frag[2][4], b_frag[2][4];
