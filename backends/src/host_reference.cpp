@@ -225,7 +225,8 @@ void merge_attention_states(std::span<const double> partial_out,
 
 AttentionResult mla_forward(const MlaParams& p, const MlaWeights& w, const TensorView& cq,
                             const TensorView& kv_c, const TensorView& k_pe,
-                            const TensorView& kv_cache, const CommonAttentionMetadata& md) {
+                            const TensorView& kv_cache, const CommonAttentionMetadata& md,
+                            float kv_cache_scale) {
   for (auto [t, what] : {std::pair{&w.q_proj, "q_proj"},
                          {&w.kv_b_proj, "kv_b_proj"},
                          {&cq, "hidden_states_or_cq"},
@@ -243,6 +244,8 @@ AttentionResult mla_forward(const MlaParams& p, const MlaWeights& w, const Tenso
                       : static_cast<double>(p.rope_inv_freq[static_cast<std::size_t>(pair)]));
   };
   const double rope_scale = p.rope_scale;
+  // An fp8 cache holds values divided by its scale; a 16-bit one the values.
+  const double cache_scale = kv_cache.dtype() == DType::kFp8E4M3 ? kv_cache_scale : 1.0;
 
   // Queries (rotated) of every real row, and the cache write of every row with a slot.
   std::vector<double> q(static_cast<std::size_t>(md.num_tokens) * h_count * qk, 0.0);
@@ -269,13 +272,13 @@ AttentionResult mla_forward(const MlaParams& p, const MlaWeights& w, const Tenso
     if (slot < 0) continue;
     const std::int64_t block = slot / block_size, offset = slot % block_size;
     for (int c = 0; c < rank; ++c)
-      store(kv_cache, {block, offset, c}, static_cast<float>(at(kv_c, {row, c})));
+      store(kv_cache, {block, offset, c}, static_cast<float>(at(kv_c, {row, c}) / cache_scale));
     for (int i = 0; i < rope / 2; ++i) {
       const double a = angle(pos, i), x0 = at(k_pe, {row, 2 * i}), x1 = at(k_pe, {row, 2 * i + 1});
       store(kv_cache, {block, offset, rank + 2 * i},
-            static_cast<float>((x0 * std::cos(a) - x1 * std::sin(a)) * rope_scale));
+            static_cast<float>((x0 * std::cos(a) - x1 * std::sin(a)) * rope_scale / cache_scale));
       store(kv_cache, {block, offset, rank + 2 * i + 1},
-            static_cast<float>((x0 * std::sin(a) + x1 * std::cos(a)) * rope_scale));
+            static_cast<float>((x0 * std::sin(a) + x1 * std::cos(a)) * rope_scale / cache_scale));
     }
   }
 
@@ -295,7 +298,9 @@ AttentionResult mla_forward(const MlaParams& p, const MlaWeights& w, const Tenso
     for (int j = 0; j < len; ++j) {
       const auto [block, offset] = locate(md, r, j, block_size);
       std::vector<double> latent(rank + rope);
-      for (int c = 0; c < rank + rope; ++c) latent[c] = at(kv_cache, {block, offset, c});
+      for (int c = 0; c < rank + rope; ++c) {
+        latent[c] = at(kv_cache, {block, offset, c}) * cache_scale;
+      }
       for (int h = 0; h < h_count; ++h) {
         for (int n = 0; n < nope + v_dim; ++n) {
           double acc = 0.0;

@@ -14,9 +14,12 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "freezeframe/backends/dcp_shard.h"
 #include "freezeframe/base/error.h"
@@ -36,17 +39,23 @@ using kernels::shared_address;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kTile = 64;                    // positions per tile
-constexpr int kRowElems = kQk + 8;           // a padded shared-memory row of Q or K
-constexpr int kPRowElems = kTile + 8;        // a padded row of P
-constexpr int kChunksPerRow = kQk * 2 / 16;  // 16-byte copies per cached position (16-bit)
+constexpr int kTile = 64;              // positions per tile
+constexpr int kRowElems = kQk + 8;     // a padded shared-memory row of Q or K
+constexpr int kPRowElems = kTile + 8;  // a padded row of P
+/// 16-byte copies per cached position.
+template <typename CacheT>
+constexpr int kChunksPerRow = kQk* int(sizeof(CacheT)) / 16;
 
-template <int MT>
+/// The shared-memory layout. A 16-bit cache's tiles go straight into two padded K buffers; an
+/// fp8 cache's into two staging buffers, each widened (times its scale) into one K buffer
+/// before it is multiplied.
+template <int MT, bool kFp8>
 struct Smem {
   static constexpr int kHeads = 16 * MT;
   static constexpr std::size_t q = 0;
   static constexpr std::size_t k = q + std::size_t(kHeads) * kRowElems * 2;
-  static constexpr std::size_t p = k + std::size_t(2) * kTile * kRowElems * 2;
+  static constexpr std::size_t stage = k + std::size_t(kFp8 ? 1 : 2) * kTile * kRowElems * 2;
+  static constexpr std::size_t p = stage + (kFp8 ? std::size_t(2) * kTile * kQk : 0);
   static constexpr std::size_t row_max = p + std::size_t(kHeads) * kPRowElems * 2;
   static constexpr std::size_t row_sum = row_max + std::size_t(kWarps) * kHeads * 4;
   static constexpr std::size_t bytes = row_sum + std::size_t(kWarps) * kHeads * 4;
@@ -60,13 +69,16 @@ __device__ __forceinline__ void split_range(int len, int splits, int split, int&
   end = min(len, (split + 1) * per_split * kTile);
 }
 
-template <typename T, int MT>
+template <typename T, typename CacheT, int MT>
 __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(MlaDecodeParams p) {
-  using S = Smem<MT>;
+  constexpr bool kFp8 = std::is_same_v<CacheT, __nv_fp8_e4m3>;
+  static_assert(kFp8 || std::is_same_v<CacheT, T>, "a 16-bit cache is the mma's type");
+  using S = Smem<MT, kFp8>;
   constexpr int kHeads = S::kHeads;
   extern __shared__ __align__(128) unsigned char smem[];
   T* s_q = reinterpret_cast<T*>(smem + S::q);
   T* s_k = reinterpret_cast<T*>(smem + S::k);
+  auto* s_stage = reinterpret_cast<std::uint8_t*>(smem + S::stage);
   T* s_p = reinterpret_cast<T*>(smem + S::p);
   float* s_max = reinterpret_cast<float*>(smem + S::row_max);
   float* s_sum = reinterpret_cast<float*>(smem + S::row_sum);
@@ -106,10 +118,10 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(MlaDecodeParams
 
   const auto* cache = static_cast<const unsigned char*>(p.cache);
   const std::int32_t* blocks = p.block_table + std::int64_t(req) * p.block_table_stride;
+  constexpr int kChunks = kChunksPerRow<CacheT>;
   auto load_tile = [&](int buffer, int first) {
-    T* dst = s_k + std::size_t(buffer) * kTile * kRowElems;
-    for (int c = tid; c < kTile * kChunksPerRow; c += kThreads) {
-      const int key = c / kChunksPerRow, chunk = c % kChunksPerRow;
+    for (int c = tid; c < kTile * kChunks; c += kThreads) {
+      const int key = c / kChunks, chunk = c % kChunks;
       const int pos = first + key;
       const bool valid = pos < end;
       const unsigned char* src = cache;
@@ -117,10 +129,15 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(MlaDecodeParams
         const std::int64_t block = blocks[pos / p.block_size];
         src += (block * p.cache_stride_block +
                 std::int64_t(pos % p.block_size) * p.cache_stride_token) *
-                   std::int64_t(sizeof(T)) +
+                   std::int64_t(sizeof(CacheT)) +
                chunk * 16;
       }
-      cp_async_16(shared_address(dst + key * kRowElems + chunk * 8), src, valid);
+      const void* dst =
+          kFp8 ? static_cast<const void*>(s_stage + (std::size_t(buffer) * kTile + key) * kQk +
+                                          chunk * 16)
+               : static_cast<const void*>(s_k + (std::size_t(buffer) * kTile + key) * kRowElems +
+                                          chunk * 8);
+      cp_async_16(shared_address(dst), src, valid);
     }
     kernels::cp_async_commit();
   };
@@ -160,7 +177,27 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(MlaDecodeParams
       kernels::cp_async_wait<0>();
     }
     __syncthreads();
-    const T* k_tile = s_k + std::size_t(tile & 1) * kTile * kRowElems;
+    if constexpr (kFp8) {
+      // Widen the staged tile into the K buffer: 16 values a piece, times the cache's scale.
+      const std::uint8_t* staged = s_stage + std::size_t(tile & 1) * kTile * kQk;
+      for (int c = tid; c < kTile * kChunks; c += kThreads) {
+        const int key = c / kChunks, chunk = c % kChunks;
+        const uint4 raw = *reinterpret_cast<const uint4*>(staged + key * kQk + chunk * 16);
+        const auto* pairs = reinterpret_cast<const std::uint16_t*>(&raw);
+        std::uint32_t wide[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pairs[i], __NV_E4M3);
+          const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+          wide[i] = kernels::pack2<T>(f.x * p.cache_scale, f.y * p.cache_scale);
+        }
+        auto* out = reinterpret_cast<uint4*>(s_k + key * kRowElems + chunk * 16);
+        out[0] = make_uint4(wide[0], wide[1], wide[2], wide[3]);
+        out[1] = make_uint4(wide[4], wide[5], wide[6], wide[7]);
+      }
+      __syncthreads();
+    }
+    const T* k_tile = kFp8 ? s_k : s_k + std::size_t(tile & 1) * kTile * kRowElems;
 
     // S for positions [8·warp, 8·warp + 8): two k-steps per B load (four 8×8 matrices along
     // the key dims of the warp's eight positions).
@@ -326,10 +363,10 @@ __global__ void __launch_bounds__(128) mla_combine_kernel(MlaDecodeParams p) {
   }
 }
 
-template <typename T, int MT>
+template <typename T, typename CacheT, int MT>
 void launch_for(const MlaDecodeParams& p, cudaStream_t stream) {
-  constexpr auto bytes = Smem<MT>::bytes;
-  auto* kernel = &mla_decode_kernel<T, MT>;
+  constexpr auto bytes = Smem<MT, std::is_same_v<CacheT, __nv_fp8_e4m3>>::bytes;
+  auto* kernel = &mla_decode_kernel<T, CacheT, MT>;
   kernels::allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel),
                                        static_cast<int>(bytes));
   const dim3 grid(p.num_splits, (p.num_heads + 16 * MT - 1) / (16 * MT), p.num_rows);
@@ -354,13 +391,20 @@ void launch_mla_decode(const MlaDecodeParams& p, DType cache_dtype, cudaStream_t
   FF_CHECK(p.block_size > 0 && p.num_heads > 0, ErrorCode::kInvalidArgument,
            "MLA decode: block size ", p.block_size, " and ", p.num_heads, " heads");
   if (p.num_rows == 0) return;
+  FF_CHECK(std::isfinite(p.cache_scale) && p.cache_scale > 0.0f, ErrorCode::kInvalidArgument,
+           "MLA decode: the cache's scale must be positive and finite, got ", p.cache_scale);
   const bool wide = heads_per_cta(p.num_heads) == 32;
+  using bf16 = __nv_bfloat16;
   if (cache_dtype == DType::kBF16) {
-    wide ? launch_for<__nv_bfloat16, 2>(p, stream) : launch_for<__nv_bfloat16, 1>(p, stream);
+    wide ? launch_for<bf16, bf16, 2>(p, stream) : launch_for<bf16, bf16, 1>(p, stream);
+  } else if (cache_dtype == DType::kF16) {
+    wide ? launch_for<__half, __half, 2>(p, stream) : launch_for<__half, __half, 1>(p, stream);
   } else {
-    FF_CHECK(cache_dtype == DType::kF16, ErrorCode::kUnsupported,
-             "the MLA decode kernel reads bf16 or f16 caches, not ", name_of(cache_dtype));
-    wide ? launch_for<__half, 2>(p, stream) : launch_for<__half, 1>(p, stream);
+    FF_CHECK(cache_dtype == DType::kFp8E4M3, ErrorCode::kUnsupported,
+             "the MLA decode kernel reads bf16, f16 or fp8_e4m3 caches, not ",
+             name_of(cache_dtype));
+    wide ? launch_for<bf16, __nv_fp8_e4m3, 2>(p, stream)
+         : launch_for<bf16, __nv_fp8_e4m3, 1>(p, stream);
   }
   if (p.num_splits > 1) {
     mla_combine_kernel<<<dim3(p.num_rows, p.num_heads), 128, 0, stream>>>(p);

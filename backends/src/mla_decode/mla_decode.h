@@ -31,7 +31,9 @@ inline constexpr int kMaxSplits = 64;
 struct MlaDecodeParams {
   const float* q = nullptr;  ///< [rows, heads, 576] f32 (the absorbed query)
   std::int64_t q_stride_row = 0, q_stride_head = 0;
-  const void* cache = nullptr;  ///< [blocks, block_size, 576] bf16 or f16, unit inner stride
+  /// [blocks, block_size, 576] bf16, f16, or fp8_e4m3 (values times cache_scale), unit inner
+  /// stride
+  const void* cache = nullptr;
   std::int64_t cache_stride_block = 0, cache_stride_token = 0;
   const std::int32_t* block_table = nullptr;
   int block_table_stride = 0;
@@ -45,6 +47,7 @@ struct MlaDecodeParams {
   float* partial_lse = nullptr;  ///< [splits, rows, heads]
   int num_rows = 0, num_heads = 0, num_splits = 1;
   float scale = 1.0f;
+  float cache_scale = 1.0f;  ///< an fp8 cache's: what its values are multiplied by
   const std::int32_t* query_start_loc = nullptr;  ///< [num_reqs + 1], device; null: decodes
   int num_reqs = 0;
   /// Under DCP (dcp_world > 1, with query_start_loc): each request's first new position.
@@ -67,7 +70,8 @@ int split_count(const DecodeSplitPolicy& policy, int num_heads, int rows, long m
 std::size_t workspace_bytes(const DecodeSplitPolicy& policy, int num_heads, int max_rows,
                             long max_seq_tokens);
 
-/// The kernel over p.num_rows rows, then, with splits, their combine. `cache_dtype` bf16 or f16.
+/// The kernel over p.num_rows rows, then, with splits, their combine. `cache_dtype` bf16 or f16
+/// (the mma's type), or fp8_e4m3 (widened to bf16).
 void launch_mla_decode(const MlaDecodeParams& p, DType cache_dtype, cudaStream_t stream);
 
 /// Split-KV scratch for `splits` splits of `rows` rows: partial outputs, then LSEs at

@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cmath>
 
 #include "freezeframe/core/convert.cuh"
@@ -81,6 +82,7 @@ struct RopeCacheParams {
   int num_reqs, num_heads, nope, rope, kv_lora_rank, block_size;
   float inv_freq[kMaxRopePairs];  // one per rotary pair (MlaParams::rope_inv_freq or theta's)
   float rope_scale;               // what rotated values are multiplied by (YaRN)
+  float cache_inv_scale;          // what cached values are multiplied by (1 / an fp8 cache's scale)
 };
 
 __device__ void rotate(float& x0, float& x1, int pos, float inv_freq, float scale) {
@@ -91,7 +93,7 @@ __device__ void rotate(float& x0, float& x1, int pos, float inv_freq, float scal
   x1 = r1;
 }
 
-template <typename T>
+template <typename T, typename CacheT>
 __global__ void rope_and_cache_kernel(const __grid_constant__ RopeCacheParams p) {
   const int row = blockIdx.x;
   if (row >= p.query_start_loc[p.num_reqs]) return;  // padding
@@ -110,16 +112,19 @@ __global__ void rope_and_cache_kernel(const __grid_constant__ RopeCacheParams p)
 
   const std::int64_t slot = p.slot_mapping[row];
   if (slot < 0) return;
-  T* latent = static_cast<T*>(p.cache) + (slot / p.block_size) * p.cache_stride_block +
-              (slot % p.block_size) * p.cache_stride_token;
+  CacheT* latent = static_cast<CacheT*>(p.cache) + (slot / p.block_size) * p.cache_stride_block +
+                   (slot % p.block_size) * p.cache_stride_token;
+  const float inv = p.cache_inv_scale;  // 1 for a 16-bit cache: a copy, bit for bit
   const T* kv_c = static_cast<const T*>(p.kv_c) + row * p.kv_c_stride_token;
-  for (int c = threadIdx.x; c < p.kv_lora_rank; c += blockDim.x) latent[c] = kv_c[c];
+  for (int c = threadIdx.x; c < p.kv_lora_rank; c += blockDim.x) {
+    latent[c] = from_float<CacheT>(to_float(kv_c[c]) * inv);
+  }
   const T* k_pe = static_cast<const T*>(p.k_pe) + row * p.k_pe_stride_token;
   for (int pair = threadIdx.x; pair < half; pair += blockDim.x) {
     float x0 = to_float(k_pe[2 * pair]), x1 = to_float(k_pe[2 * pair + 1]);
     rotate(x0, x1, pos, p.inv_freq[pair], p.rope_scale);
-    latent[p.kv_lora_rank + 2 * pair] = from_float<T>(x0);
-    latent[p.kv_lora_rank + 2 * pair + 1] = from_float<T>(x1);
+    latent[p.kv_lora_rank + 2 * pair] = from_float<CacheT>(x0 * inv);
+    latent[p.kv_lora_rank + 2 * pair + 1] = from_float<CacheT>(x1 * inv);
   }
 }
 
@@ -237,9 +242,13 @@ void launch_projection(const Projection& p, cudaStream_t stream) {
 void launch_mla_rope_and_cache(const MlaParams& params, const TensorView& q,
                                const TensorView& kv_c_normed, const TensorView& k_pe,
                                const TensorView& kv_cache, const AttentionMetadata& md,
-                               const std::int32_t* first_positions, cudaStream_t stream) {
+                               const std::int32_t* first_positions, float cache_scale,
+                               cudaStream_t stream) {
   if (md.num_tokens == 0) return;
+  FF_CHECK(std::isfinite(cache_scale) && cache_scale > 0.0f, ErrorCode::kInvalidArgument,
+           "the latent cache's scale must be positive and finite, got ", cache_scale);
   RopeCacheParams p{};
+  p.cache_inv_scale = kv_cache.dtype() == DType::kFp8E4M3 ? 1.0f / cache_scale : 1.0f;
   p.first_positions = first_positions;
   p.q = q.data_as<float>();
   p.q_stride_token = q.stride(0);
@@ -270,12 +279,22 @@ void launch_mla_rope_and_cache(const MlaParams& params, const TensorView& q,
                         : params.rope_inv_freq[static_cast<std::size_t>(i)];
   }
   p.rope_scale = params.rope_scale;
-  if (kv_cache.dtype() == DType::kBF16) {
-    rope_and_cache_kernel<__nv_bfloat16><<<md.num_tokens, 128, 0, stream>>>(p);
-  } else if (kv_cache.dtype() == DType::kF16) {
-    rope_and_cache_kernel<__half><<<md.num_tokens, 128, 0, stream>>>(p);
+  const DType in = kv_c_normed.dtype(), cache = kv_cache.dtype();
+  FF_CHECK(k_pe.dtype() == in && (in == DType::kBF16 || in == DType::kF16) &&
+               (cache == in || cache == DType::kFp8E4M3),
+           ErrorCode::kUnsupported, "MLA: no cache write of ", name_of(in), " into a ",
+           name_of(cache), " latent cache");
+  const dim3 grid(md.num_tokens);
+  if (cache == DType::kFp8E4M3) {
+    if (in == DType::kBF16) {
+      rope_and_cache_kernel<__nv_bfloat16, __nv_fp8_e4m3><<<grid, 128, 0, stream>>>(p);
+    } else {
+      rope_and_cache_kernel<__half, __nv_fp8_e4m3><<<grid, 128, 0, stream>>>(p);
+    }
+  } else if (in == DType::kBF16) {
+    rope_and_cache_kernel<__nv_bfloat16, __nv_bfloat16><<<grid, 128, 0, stream>>>(p);
   } else {
-    unsupported_dtype("the latent cache", kv_cache.dtype());
+    rope_and_cache_kernel<__half, __half><<<grid, 128, 0, stream>>>(p);
   }
   FF_CHECK_LAUNCH();
 }

@@ -31,11 +31,13 @@ void launch_projection(const Projection& p, cudaStream_t stream);
 /// slot_mapping (−1 skips). Interleaved (GPT-J) pairs, frequency θ^(−2i/rope). A token's
 /// position is its request's first new position plus its index among the new tokens: from
 /// `first_positions` (device, a request each) when given, as under DCP, where seq_lens count a
-/// shard; else seq_len − new tokens.
+/// shard; else seq_len − new tokens. An fp8 cache stores values divided by `cache_scale`
+/// (a 16-bit one, the values as they are).
 void launch_mla_rope_and_cache(const MlaParams& params, const TensorView& q,
                                const TensorView& kv_c_normed, const TensorView& k_pe,
                                const TensorView& kv_cache, const AttentionMetadata& md,
-                               const std::int32_t* first_positions, cudaStream_t stream);
+                               const std::int32_t* first_positions, float cache_scale,
+                               cudaStream_t stream);
 
 /// Decode rows [0, rows): q_abs[t, h] = [W_UK[h]ᵀ · q_nope[t, h], q_pe[t, h]] (f32).
 void launch_mla_absorb_query(const MlaParams& params, const TensorView& q,

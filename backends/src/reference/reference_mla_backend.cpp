@@ -44,6 +44,8 @@ constexpr std::array<int, 2> kRopeDims = {32, 64};
 constexpr std::array<int, 8> kLatentSizes = {96, 128, 160, 192, 288, 320, 544, 576};
 constexpr std::array<int, 1> kTensorCoreLatentSizes = {mla_decode::kQk};
 constexpr std::array<DType, 2> kCacheDTypes = {DType::kBF16, DType::kF16};
+constexpr std::array<DType, 3> kTensorCoreCacheDTypes = {DType::kBF16, DType::kF16,
+                                                         DType::kFp8E4M3};
 
 /// The tensor-core decode kernel's split-KV scratch for any step within `limits`.
 std::size_t split_bytes(const MlaParams& p, const BatchLimits& limits,
@@ -131,10 +133,10 @@ class ReferenceMlaImpl final : public MlaImpl {
   /// Every row's attention on tensor cores, absorbed: q_abs against the latent cache → o_lat
   /// (and the LSE), each row causal over its request's positions (under DCP, its shard's).
   void absorbed_attention(const TensorView& q_abs, const TensorView& o_lat,
-                          const TensorView& kv_cache, const AttentionMetadata& md,
-                          const std::int32_t* first_positions, const TensorView& workspace,
-                          std::size_t scratch_offset, const TensorView& lse_ln,
-                          cudaStream_t stream) const;
+                          const TensorView& kv_cache, float cache_scale,
+                          const AttentionMetadata& md, const std::int32_t* first_positions,
+                          const TensorView& workspace, std::size_t scratch_offset,
+                          const TensorView& lse_ln, cudaStream_t stream) const;
 
   MlaWeights weights_;
   bool tensor_cores_;
@@ -209,7 +211,8 @@ void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq
   // is masked over the shard by its position (reference/positions_plan.h).
   const auto* first_positions =
       dcp_world_size() > 1 ? static_cast<const std::int32_t*>(md.plan) : nullptr;
-  reference::launch_mla_rope_and_cache(p, q, kv_c, k_pe, kv_cache, md, first_positions, stream);
+  reference::launch_mla_rope_and_cache(p, q, kv_c, k_pe, kv_cache, md, first_positions,
+                                       layer.k_scale, stream);
 
   reference::AttentionLaunch base;
   if (dcp_world_size() > 1) {
@@ -232,8 +235,8 @@ void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq
     const TensorView o_lat = f32_view(layer.workspace, ws.o_lat, {rows, h, rank});
     if (tensor_cores_) {
       mla_decode::launch_tensor_core_absorb_query(p, q, weights_.kv_b_proj, q_abs, rows, stream);
-      absorbed_attention(q_abs, o_lat, kv_cache, md, first_positions, layer.workspace,
-                         (ws.total + 255) / 256 * 256, lse_ln, stream);
+      absorbed_attention(q_abs, o_lat, kv_cache, layer.k_scale, md, first_positions,
+                         layer.workspace, (ws.total + 255) / 256 * 256, lse_ln, stream);
     } else {
       reference::launch_mla_absorb_query(p, q, weights_.kv_b_proj, q_abs, decode_rows, stream);
       reference::AttentionLaunch launch = base;
@@ -297,7 +300,8 @@ void ReferenceMlaImpl::forward(const AttentionLayer& layer, const TensorView& cq
 }
 
 void ReferenceMlaImpl::absorbed_attention(const TensorView& q_abs, const TensorView& o_lat,
-                                          const TensorView& kv_cache, const AttentionMetadata& md,
+                                          const TensorView& kv_cache, float cache_scale,
+                                          const AttentionMetadata& md,
                                           const std::int32_t* first_positions,
                                           const TensorView& workspace, std::size_t scratch_offset,
                                           const TensorView& lse_ln, cudaStream_t stream) const {
@@ -338,6 +342,7 @@ void ReferenceMlaImpl::absorbed_attention(const TensorView& q_abs, const TensorV
   d.num_heads = p.num_heads;
   d.num_splits = splits;
   d.scale = p.scale;
+  d.cache_scale = cache_scale;
   d.query_start_loc = md.query_start_loc;
   d.num_reqs = md.num_reqs;
   if (dcp_world_size() > 1) {
@@ -388,7 +393,10 @@ class ReferenceMlaBackend final : public AttentionBackend {
     if (tensor_cores_) return kTensorCoreLatentSizes;
     return kLatentSizes;
   }
-  std::span<const DType> supported_kv_cache_dtypes() const override { return kCacheDTypes; }
+  std::span<const DType> supported_kv_cache_dtypes() const override {
+    if (tensor_cores_) return kTensorCoreCacheDTypes;
+    return kCacheDTypes;
+  }
 
   std::vector<std::int64_t> kv_cache_shape(std::int64_t num_blocks, int block_size,
                                            int num_kv_heads, int head_size, DType) const override {
@@ -425,7 +433,9 @@ class ReferenceMlaBackend final : public AttentionBackend {
              E::kUnsupported, "backend '", name(), "' needs qk_nope_head_dim in [1, 512] and ",
              "v_head_dim in [1, 256], got ", p.qk_nope_head_dim, " and ", p.v_head_dim);
     FF_CHECK(supports_kv_cache_dtype(p.kv_cache_dtype), E::kUnsupported, "backend '", name(),
-             "' keeps the latent cache in bf16 or f16, got ", name_of(p.kv_cache_dtype));
+             "' keeps the latent cache in ",
+             tensor_cores_ ? "bf16, f16 or fp8_e4m3" : "bf16 or f16", ", got ",
+             name_of(p.kv_cache_dtype));
     FF_CHECK(std::isfinite(p.scale) && p.scale > 0.0f, E::kInvalidArgument,
              "scale must be positive and finite, got ", p.scale);
     FF_CHECK(std::isfinite(p.rope_theta) && p.rope_theta > 0.0f, E::kInvalidArgument,
@@ -445,7 +455,9 @@ class ReferenceMlaBackend final : public AttentionBackend {
                  p.q_lora_rank);
     check_weight(w.kv_b_proj, "kv_b_proj",
                  std::int64_t(p.num_heads) * (p.qk_nope_head_dim + p.v_head_dim), p.kv_lora_rank);
-    FF_CHECK(w.q_proj.dtype() == w.kv_b_proj.dtype() && w.kv_b_proj.dtype() == p.kv_cache_dtype,
+    // An fp8 latent cache (mla) goes with weights of either 16-bit type.
+    FF_CHECK(w.q_proj.dtype() == w.kv_b_proj.dtype() &&
+                 (w.kv_b_proj.dtype() == p.kv_cache_dtype || p.kv_cache_dtype == DType::kFp8E4M3),
              E::kUnsupported, "backend '", name(), "' needs q_proj, kv_b_proj and the latent ",
              "cache in one dtype, got ", name_of(w.q_proj.dtype()), ", ",
              name_of(w.kv_b_proj.dtype()), " and ", name_of(p.kv_cache_dtype));

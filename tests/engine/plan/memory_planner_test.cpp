@@ -343,6 +343,32 @@ TEST(MemoryPlanner, MlaCacheIsOneLatentPerToken) {
   EXPECT_GT(plan.region("attention_workspace").bytes, 0) << "the reference MLA impl needs one";
 }
 
+// Backend mla keeps the latent in fp8 where the spec asks: half the bytes a token, twice the
+// tokens (reference_mla refuses such a cache, naming the line).
+TEST(MemoryPlanner, AnFp8LatentCacheHoldsTwiceTheTokens) {
+  std::ifstream file(kConfigs + "deepseek-v2-lite.yaml");
+  const std::string text{std::istreambuf_iterator<char>(file), {}};
+  auto with = [&](const std::string& backend, const std::string& dtype) {
+    std::string t = text;
+    t.replace(t.find("backend: reference_mla"), 22, "backend: " + backend);
+    t.replace(t.find("  dtype: auto"), 13, "  dtype: " + dtype);
+    return t;
+  };
+  const MemoryPlan bf16 = plan_memory(parse_spec(with("mla", "bf16"), "lite.yaml"), 80 * GiB);
+  const MemoryPlan fp8 = plan_memory(parse_spec(with("mla", "fp8_e4m3"), "lite.yaml"), 80 * GiB);
+  EXPECT_EQ(fp8.kv_cache.bytes_per_block, 27 * 16 * 576);
+  EXPECT_EQ(fp8.kv_cache.bytes_per_block * 2, bf16.kv_cache.bytes_per_block);
+  EXPECT_GE(fp8.kv_cache.num_blocks, 2 * bf16.kv_cache.num_blocks - 1);
+  try {
+    (void)parse_spec(with("reference_mla", "fp8_e4m3"), "lite.yaml");
+    ADD_FAILURE() << "reference_mla took an fp8 latent cache";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("backend 'reference_mla' cannot keep a fp8_e4m3 KV cache"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(MemoryPlanner, LayersSharingKvAliasOneCache) {
   const EngineSpec plain = parse_spec(kTiny);
   const std::string text =

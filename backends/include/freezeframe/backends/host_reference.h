@@ -47,11 +47,13 @@ void merge_attention_states(std::span<const double> partial_out,
                             std::vector<double>& out_lse_ln);
 
 /// MLA forward, all tokens by expanding the latent into per-head keys and values. Writes the
-/// latent (kv_c, rotated k_pe) into kv_cache [num_blocks, block_size, R + rope] like the GPU.
+/// latent (kv_c, rotated k_pe) into kv_cache [num_blocks, block_size, R + rope] like the GPU;
+/// an fp8 cache holds the values divided by kv_cache_scale (a 16-bit one ignores it).
 [[nodiscard]] AttentionResult mla_forward(const MlaParams& params, const MlaWeights& weights,
                                           const TensorView& hidden_states_or_cq,
                                           const TensorView& kv_c_normed, const TensorView& k_pe,
                                           const TensorView& kv_cache,
-                                          const CommonAttentionMetadata& metadata);
+                                          const CommonAttentionMetadata& metadata,
+                                          float kv_cache_scale = 1.0f);
 
 }  // namespace freezeframe::host_reference
