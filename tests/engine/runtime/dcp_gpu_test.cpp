@@ -65,12 +65,13 @@ std::string dense_model(const std::string& backend) {
 }
 
 std::string spec_text(int t, int d, int interleave, const std::string& graphs,
-                      const std::string& backend = "paged_decode") {
+                      const std::string& backend = "paged_decode",
+                      const std::string& cache_dtype = "auto") {
   const std::string model = backend == "reference_mla" || backend == "mla"
                                 ? testing::deepseek_v2_lite_shaped_model(0, backend)
                                 : dense_model(backend);
-  return model +
-         "cache:\n  block_size: 16\n  memory_budget: 4GiB\n"
+  return model + "cache:\n  block_size: 16\n  memory_budget: 4GiB\n  dtype: " + cache_dtype +
+         "\n"
          "scheduler:\n  max_num_seqs: 16\n  max_num_batched_tokens: 256\n"
          "cuda_graphs:\n  mode: " +
          graphs +
@@ -151,10 +152,12 @@ RankRun run_steps(Engine& engine, int d, std::span<const Mode> modes = kModes, i
 struct Case {
   int t, d, interleave;
   const char* backend;
+  const char* cache_dtype = "auto";
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) {
-  return os << "T = " << c.t << ", D = " << c.d << ", I = " << c.interleave << ", " << c.backend;
+  return os << "T = " << c.t << ", D = " << c.d << ", I = " << c.interleave << ", " << c.backend
+            << ", cache " << c.cache_dtype;
 }
 
 EngineOptions base_options() {
@@ -198,8 +201,9 @@ TEST_P(DecodeContextParallel, RanksGiveTheLogitsOfOneRank) {
   const Case& c = GetParam();
   RankRun one;
   {
-    Engine engine(parse_spec(spec_text(1, 1, 1, "full_and_piecewise", c.backend), "dcp.yaml"),
-                  base_options());
+    Engine engine(
+        parse_spec(spec_text(1, 1, 1, "full_and_piecewise", c.backend, c.cache_dtype), "dcp.yaml"),
+        base_options());
     ASSERT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
     one = run_steps(engine, 1);
   }
@@ -213,9 +217,10 @@ TEST_P(DecodeContextParallel, RanksGiveTheLogitsOfOneRank) {
     EngineOptions options = base_options();
     options.communicator = &tp.rank(r);
     options.dcp_communicator = &tp.rank(r, c.d);  // D consecutive ranks
-    Engine engine(
-        parse_spec(spec_text(c.t, c.d, c.interleave, "full_and_piecewise", c.backend), "dcp.yaml"),
-        options);
+    Engine engine(parse_spec(spec_text(c.t, c.d, c.interleave, "full_and_piecewise", c.backend,
+                                       c.cache_dtype),
+                             "dcp.yaml"),
+                  options);
     EXPECT_TRUE(engine.capture_report().failure.empty()) << engine.capture_report().failure;
     EXPECT_EQ(engine.geometry().rank.dcp_rank, r % c.d);
     runs[static_cast<std::size_t>(r)] = run_steps(engine, c.d);
@@ -245,6 +250,8 @@ std::vector<Case> groups() {
   for (const Case& c : {Case{2, 2, 1, ""}, Case{4, 4, 16, ""}}) {
     cases.push_back({c.t, c.d, c.interleave, "mla"});
   }
+  // And with the latent in fp8.
+  cases.push_back({2, 2, 16, "mla", "fp8_e4m3"});
   return cases;
 }
 
@@ -253,6 +260,9 @@ INSTANTIATE_TEST_SUITE_P(Groups, DecodeContextParallel, ::testing::ValuesIn(grou
                            std::ostringstream name;
                            name << "T" << info.param.t << "_D" << info.param.d << "_I"
                                 << info.param.interleave << "_" << info.param.backend;
+                           if (std::string(info.param.cache_dtype) != "auto") {
+                             name << "_" << info.param.cache_dtype;
+                           }
                            return name.str();
                          });
 
