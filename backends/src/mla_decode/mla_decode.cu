@@ -7,10 +7,11 @@
 //              reducing over the 576 key dims (36 mma k-steps);
 //   softmax    the tile's row maxima meet in shared memory, so every warp rescales by the same
 //              running maximum and keeps only its own share of the row sums (added at the end);
-//   O += P·V   P goes through shared memory in the cache's 16-bit type, and warp w accumulates
+//   O += P·V   P goes through shared memory in the mma's 16-bit type, and warp w accumulates
 //              latent dims [64w, 64w + 64) over the tile's 64 positions.
 // Shared-memory rows are padded to 584 elements (1168 bytes, 16 mod 128), so the eight rows an
-// ldmatrix reads fall in distinct bank groups.
+// ldmatrix reads fall in distinct bank groups. An fp8 cache's tiles are staged as they are and
+// widened to bf16 (times the cache's scale) before they are multiplied.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -105,10 +106,10 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(MlaDecodeParams
     }
     req = lo;
     const int kv_len = p.seq_lens[req];
-    const int first = p.query_start_loc[req];
-    const int new_tokens = p.query_start_loc[req + 1] - first;
+    const int req_start = p.query_start_loc[req];
+    const int new_tokens = p.query_start_loc[req + 1] - req_start;
     const bool sharded = p.dcp_world > 1;
-    const int pos = (sharded ? p.first_positions[req] : kv_len - new_tokens) + (row - first);
+    const int pos = (sharded ? p.first_positions[req] : kv_len - new_tokens) + (row - req_start);
     len = sharded ? dcp_shard_tokens(pos + 1, p.dcp_world, p.dcp_interleave, p.dcp_rank) : pos + 1;
     len = min(len, kv_len);
   }  // else a padding row: no positions
@@ -143,7 +144,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(MlaDecodeParams
   };
   if (num_tiles > 0) load_tile(0, begin);
 
-  // The query tile, rounded to the cache's 16-bit type; heads past num_heads are zeros.
+  // The query tile, rounded to the mma's 16-bit type; heads past num_heads are zeros.
   for (int i = tid; i < kHeads * kQk; i += kThreads) {
     const int h = i / kQk, d = i % kQk;
     const float v = head0 + h < p.num_heads ? p.q[std::int64_t(row) * p.q_stride_row +
