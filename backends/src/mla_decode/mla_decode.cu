@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(MlaDecodeParams
         std::uint32_t wide[8];
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
-          const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pairs[i], __NV_E4M3);
+          const std::uint32_t h = kernels::fp8x2_to_f16x2(pairs[i]);
           const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
           wide[i] = kernels::pack2<T>(f.x * p.cache_scale, f.y * p.cache_scale);
         }
